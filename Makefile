@@ -1,0 +1,133 @@
+# Vitamin-E build. Plain GNU make, gcc (or clang), pthreads.
+#   make            build the library, tools and (where cuda.h exists) the shim
+#   make run        run ve-sim on its embedded default scenario
+#   make test       build and run the tests of this build
+#   make check      test + AddressSanitizer/UBSan + ThreadSanitizer builds (what CI runs)
+#   make bench      CPU benchmarks, results under bench/results/
+# Variables: BUILD=dir (default build), SAN=address,undefined|thread, CC, CUDA_HOME, OPT.
+
+BUILD     ?= build
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+OPT       ?= -O2
+CUDA_HOME ?= /usr/local/cuda
+SAN       ?=
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wno-unused-parameter
+CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE -MMD -MP
+CFLAGS   := -std=c11 $(OPT) -g -fPIC -pthread $(WARN) $(EXTRA_CFLAGS)
+LDFLAGS  := -pthread $(EXTRA_LDFLAGS)
+LDLIBS   := -lm -ldl -lrt
+
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SAN)
+endif
+
+HAVE_CUDA_H := $(wildcard $(CUDA_HOME)/include/cuda.h)
+
+CORE_SRC := $(wildcard src/util/*.c src/core/*.c src/pool/*.c src/dispatch/*.c src/policy/*.c \
+                       src/profile/*.c src/ipc/*.c src/backend/sim*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+LIB      := $(BUILD)/libvecore.a
+
+TOOLS    := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
+DAEMON   := $(if $(wildcard src/daemon/*.c),$(BUILD)/ved)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+# CUDA-dependent parts: the shim (libve.so), the CUDA backend, the fake driver
+# and the tests that run programs under the shim against the fake driver.
+ifneq ($(HAVE_CUDA_H),)
+CUDA_CPPFLAGS := -I$(CUDA_HOME)/include
+SHIM_SRC := $(wildcard src/shim/*.c) $(wildcard src/backend/cuda*.c)
+SHIM_OBJ := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
+SHIM_LIB := $(if $(SHIM_SRC),$(BUILD)/libve.so)
+FAKE_SRC := $(wildcard tests/fakecuda/*.c)
+FAKE_LIB := $(if $(FAKE_SRC),$(BUILD)/fakecuda/libcuda.so.1)
+SHIMT_SRC := $(wildcard tests/shim/test_*.c)
+SHIMT_BIN := $(SHIMT_SRC:tests/shim/%.c=$(BUILD)/tests/%)
+SHIMP_SRC := $(wildcard tests/shim/prog_*.c)
+SHIMP_BIN := $(SHIMP_SRC:tests/shim/%.c=$(BUILD)/tests/%)
+endif
+
+ALL := $(LIB) $(TOOLS) $(DAEMON) $(SHIM_LIB) $(FAKE_LIB)
+
+.PHONY: all run test check bench clean format
+all: $(ALL)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/ved: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/*.c)) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+ifneq ($(HAVE_CUDA_H),)
+$(BUILD)/libve.so: $(SHIM_OBJ) $(LIB) src/shim/libve.map
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/shim/libve.map -Wl,-soname,libve.so \
+		$(SHIM_OBJ) $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/fakecuda/libcuda.so.1: $(FAKE_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libcuda.so.1 $^ -o $@ $(LDLIBS)
+	ln -sf libcuda.so.1 $(BUILD)/fakecuda/libcuda.so
+
+# Programs that run under the shim link against the fake libcuda by soname.
+$(BUILD)/tests/prog_%: $(BUILD)/obj/tests/shim/prog_%.o $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
+
+$(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+endif
+
+TEST_BINS := $(UNIT_BIN) $(SHIMT_BIN)
+
+test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(BENCH_BIN)
+	@VE_BUILD=$(BUILD) tests/run.sh --label "$(if $(SAN),[$(SAN)],[plain])" $(TEST_RUN_ARGS) $(TEST_BINS)
+
+# CI entry point: three builds, one closing total line.
+check:
+	@rm -f $(BUILD)/.totals; mkdir -p $(BUILD)
+	@$(MAKE) --no-print-directory test BUILD=$(BUILD) TEST_RUN_ARGS="--totals $(CURDIR)/$(BUILD)/.totals" || true
+	@$(MAKE) --no-print-directory test BUILD=$(BUILD)/asan SAN=address,undefined OPT=-O1 \
+		TEST_RUN_ARGS="--totals $(CURDIR)/$(BUILD)/.totals" || true
+	@VE_TSAN=1 $(MAKE) --no-print-directory test BUILD=$(BUILD)/tsan SAN=thread OPT=-O1 \
+		TEST_RUN_ARGS="--totals $(CURDIR)/$(BUILD)/.totals" || true
+	@awk '{p+=$$1; f+=$$2; s+=$$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s; exit (f>0 || NR<3)}' $(BUILD)/.totals
+
+run: $(BUILD)/ve-sim
+	$(BUILD)/ve-sim
+
+bench: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Completion tokens (paper section 4.2, DESIGN.md section 4).
+ *
+ * A token names one logical operation's completion. Tokens are small integers:
+ * a slot index in a fixed table plus the slot's generation, so a handle held by
+ * a stream tail, an event generation or a waiter stays valid without reference
+ * counts: a slot is recycled only after its operation completed, so a handle
+ * whose generation no longer matches its slot is satisfied by construction.
+ *
+ * Each slot keeps the count of its unsatisfied predecessors and a list of
+ * dependents (edges from a preallocated pool). Satisfied predecessors are
+ * never linked, so an edge exists only while it can still block. Nothing here
+ * allocates after init; exhaustion is reported (-EAGAIN) so callers apply
+ * back-pressure instead of losing work.
+ *
+ * Not thread-safe: the owner (the vctx) serialises access.
+ */
+#ifndef VE_CORE_TOKEN_H
+#define VE_CORE_TOKEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef uint64_t ve_tok;
+#define VE_TOK_NONE ((ve_tok)0) /* the satisfied token of an empty stream */
+
+static inline uint32_t ve_tok_slot(ve_tok t)
+{
+	return (uint32_t)t;
+}
+static inline uint32_t ve_tok_gen(ve_tok t)
+{
+	return (uint32_t)(t >> 32);
+}
+static inline ve_tok ve_tok_make(uint32_t slot, uint32_t gen)
+{
+	return ((uint64_t)gen << 32) | slot;
+}
+
+#define VE__NIL UINT32_MAX
+
+struct ve__edge {
+	uint32_t dep;  /* dependent slot */
+	uint32_t next; /* next edge of the same predecessor */
+};
+
+struct ve__toktab {
+	uint32_t cap;	     /* slots */
+	uint32_t edge_cap;   /* edges */
+	uint32_t *gen;	     /* per slot generation; odd = live, even = free */
+	uint32_t *npend;     /* per slot unsatisfied predecessors */
+	uint32_t *deps;	     /* per slot head of dependents list */
+	uint32_t *free_next; /* free-slot stack links */
+	uint32_t free_head;
+	uint32_t nfree;
+	struct ve__edge *edges;
+	uint32_t edge_free;
+	uint32_t nedge_free;
+};
+
+int ve__toktab_init(struct ve__toktab *t, uint32_t cap, uint32_t edge_cap);
+void ve__toktab_fini(struct ve__toktab *t);
+
+/* Live means allocated and not yet completed. */
+static inline bool ve__tok_live(const struct ve__toktab *t, ve_tok tok)
+{
+	uint32_t s = ve_tok_slot(tok);
+	return tok != VE_TOK_NONE && s < t->cap && t->gen[s] == ve_tok_gen(tok);
+}
+
+/* Allocate a slot; -EAGAIN when none is free. */
+int ve__tok_alloc(struct ve__toktab *t, ve_tok *out);
+
+/* Record that 'dep' waits for 'pred'. Returns 1 if an edge was added (pred is
+ * live), 0 if pred is already satisfied, -EAGAIN if the edge pool is empty. */
+int ve__tok_depend(struct ve__toktab *t, ve_tok dep, ve_tok pred);
+
+/* Number of edges that ve__tok_depend could still add. */
+static inline uint32_t ve__tok_edges_free(const struct ve__toktab *t)
+{
+	return t->nedge_free;
+}
+
+/* Complete 'tok': free its slot and call visit(arg, dep_slot) for each
+ * dependent whose count reached zero. Returns the number of such dependents. */
+int ve__tok_complete(struct ve__toktab *t, ve_tok tok, void (*visit)(void *, uint32_t), void *arg);
+
+#endif

@@ -1,0 +1,1181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Virtual context: streams, events, default-stream rules and the ready list,
+ * over the token table. See vctx.h for the contract and docs/semantics.md for
+ * the CUDA rules each piece implements.
+ */
+#include "core/vctx.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INLINE_PAYLOAD 256u
+#define DUMP_PREDS     4u
+
+enum op_state { OP_FREE = 0, OP_PENDING, OP_READY, OP_POPPED, OP_DISPATCHED };
+enum stream_kind { SK_LEGACY = 0, SK_PER_THREAD, SK_BLOCKING, SK_NON_BLOCKING };
+enum obj_state { OBJ_FREE = 0, OBJ_LIVE, OBJ_ZOMBIE };
+
+struct op {
+	uint8_t state;
+	uint8_t cls;
+	uint16_t npreds_dump;
+	uint32_t stream;
+	uint32_t next_ready;
+	uint32_t lane;
+	uint32_t big; /* index of big payload chunk, VE__NIL if inline */
+	uint32_t npreds_total;
+	uint64_t seq;
+	ve_tok preds[DUMP_PREDS];
+	struct ve_desc desc;
+};
+
+struct stream {
+	uint32_t gen; /* odd while live */
+	uint8_t state;
+	uint8_t kind;
+	uint8_t in_dirty;
+	unsigned flags;
+	int priority;
+	ve_tok tail;
+	uint64_t thread_key;
+	uint32_t free_next;
+};
+
+struct event {
+	uint32_t gen;
+	uint8_t state;
+	unsigned flags;
+	uint32_t free_next;
+	uint64_t generation; /* vctx-wide unique; 0 = never recorded */
+	ve_tok tok;	     /* current generation's completion */
+	uint64_t t_ns;	     /* completion timestamp of the current generation */
+	uint8_t t_valid;
+};
+
+struct ve_vctx {
+	pthread_mutex_t lock;
+	pthread_cond_t done_cv;	 /* token completions, for waiters */
+	pthread_cond_t space_cv; /* slots/edges/payloads freed, for back-pressured submitters */
+	uint32_t nwaiters;
+	uint32_t nspace_waiters;
+
+	struct ve_vctx_config cfg;
+	struct ve__toktab tt;
+	struct op *ops;
+	uint8_t *inline_payload; /* max_ops * INLINE_PAYLOAD */
+	uint8_t *big_payload;	 /* big_payloads * VE_DESC_MAX_PAYLOAD, touched lazily */
+	uint32_t *big_free;	 /* stack */
+	uint32_t nbig_free;
+
+	struct stream *streams;
+	uint32_t stream_free;
+	uint32_t nstreams_live;
+	uint32_t *dirty; /* blocking streams with work since the last legacy op */
+	uint32_t ndirty;
+	uint32_t *ptds_map; /* open addressing: thread_key -> stream idx (VE__NIL empty) */
+	uint32_t ptds_cap;
+
+	struct event *events;
+	uint32_t event_free;
+	uint32_t nevents_live;
+	uint64_t next_generation;
+
+	uint32_t ready_head, ready_tail, nready;
+	uint64_t next_seq;
+	int error;
+
+	uint64_t n_submitted, n_completed, n_inline;
+	uint32_t live_ops;
+
+	/* scratch for the inline-completion worklist (never allocated on the fast path) */
+	uint32_t *work;
+};
+
+/* ------------------------------------------------------------------ handles */
+
+static inline uint64_t handle_make(uint32_t idx, uint32_t gen)
+{
+	return ((uint64_t)gen << 32) | idx;
+}
+
+static struct stream *stream_get(struct ve_vctx *v, ve_stream h, uint32_t *idx)
+{
+	if (h == VE_STREAM_LEGACY) {
+		*idx = 0;
+		return &v->streams[0];
+	}
+	uint32_t i = (uint32_t)h, g = (uint32_t)(h >> 32);
+	if (i == 0 || i >= v->cfg.max_streams)
+		return NULL;
+	struct stream *s = &v->streams[i];
+	if (s->state != OBJ_LIVE || s->gen != g)
+		return NULL;
+	*idx = i;
+	return s;
+}
+
+static struct event *event_get(struct ve_vctx *v, ve_event h)
+{
+	uint32_t i = (uint32_t)h, g = (uint32_t)(h >> 32);
+	if (i >= v->cfg.max_events || g == 0)
+		return NULL;
+	struct event *e = &v->events[i];
+	if (e->state != OBJ_LIVE || e->gen != g)
+		return NULL;
+	return e;
+}
+
+static inline bool is_blocking(const struct stream *s)
+{
+	return s->kind == SK_BLOCKING || s->kind == SK_PER_THREAD;
+}
+
+/* ------------------------------------------------------------------ create */
+
+int ve_vctx_create(const struct ve_vctx_config *cfg_in, struct ve_vctx **out)
+{
+	struct ve_vctx_config cfg = cfg_in ? *cfg_in : (struct ve_vctx_config){0};
+	if (!out)
+		return -EINVAL;
+	if (!cfg.max_ops)
+		cfg.max_ops = 16384;
+	if (!cfg.max_edges)
+		cfg.max_edges = 4 * cfg.max_ops;
+	if (!cfg.max_streams)
+		cfg.max_streams = 1024;
+	if (!cfg.max_events)
+		cfg.max_events = 4096;
+	if (!cfg.big_payloads)
+		cfg.big_payloads = 256;
+	if (cfg.max_ops < 2 || cfg.max_ops > (1u << 24) || cfg.max_streams < 2 ||
+	    cfg.max_streams > (1u << 20) || cfg.max_events > (1u << 24))
+		return -EINVAL;
+
+	struct ve_vctx *v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	v->cfg = cfg;
+	int rc = ve__toktab_init(&v->tt, cfg.max_ops, cfg.max_edges);
+	if (rc)
+		goto fail;
+	rc = -ENOMEM;
+	v->ops = calloc(cfg.max_ops, sizeof(*v->ops));
+	v->inline_payload = malloc((size_t)cfg.max_ops * INLINE_PAYLOAD);
+	v->big_payload = malloc((size_t)cfg.big_payloads * VE_DESC_MAX_PAYLOAD);
+	v->big_free = calloc(cfg.big_payloads, sizeof(*v->big_free));
+	v->streams = calloc(cfg.max_streams, sizeof(*v->streams));
+	v->dirty = calloc(cfg.max_streams, sizeof(*v->dirty));
+	v->ptds_cap = 1;
+	while (v->ptds_cap < 2 * cfg.max_streams)
+		v->ptds_cap <<= 1;
+	v->ptds_map = malloc(v->ptds_cap * sizeof(*v->ptds_map));
+	v->events = calloc(cfg.max_events ? cfg.max_events : 1, sizeof(*v->events));
+	v->work = calloc(cfg.max_ops, sizeof(*v->work));
+	if (!v->ops || !v->inline_payload || !v->big_payload || !v->big_free || !v->streams ||
+	    !v->dirty || !v->ptds_map || !v->events || !v->work)
+		goto fail;
+	memset(v->ptds_map, 0xff, v->ptds_cap * sizeof(*v->ptds_map));
+	for (uint32_t i = 0; i < cfg.big_payloads; i++)
+		v->big_free[i] = cfg.big_payloads - 1 - i;
+	v->nbig_free = cfg.big_payloads;
+
+	/* Stream 0 is the legacy default stream; it is never destroyed. */
+	v->streams[0] = (struct stream){.gen = 1, .state = OBJ_LIVE, .kind = SK_LEGACY};
+	v->stream_free = VE__NIL;
+	for (uint32_t i = cfg.max_streams; i-- > 1;) {
+		v->streams[i].free_next = v->stream_free;
+		v->stream_free = i;
+	}
+	v->nstreams_live = 1;
+	v->event_free = VE__NIL;
+	for (uint32_t i = cfg.max_events; i-- > 0;) {
+		v->events[i].free_next = v->event_free;
+		v->event_free = i;
+	}
+	v->next_generation = 1;
+	v->ready_head = v->ready_tail = VE__NIL;
+	if (pthread_mutex_init(&v->lock, NULL) || pthread_cond_init(&v->done_cv, NULL) ||
+	    pthread_cond_init(&v->space_cv, NULL))
+		goto fail;
+	*out = v;
+	return 0;
+fail:
+	ve_vctx_destroy(v);
+	return rc ? rc : -ENOMEM;
+}
+
+void ve_vctx_destroy(struct ve_vctx *v)
+{
+	if (!v)
+		return;
+	pthread_mutex_destroy(&v->lock);
+	pthread_cond_destroy(&v->done_cv);
+	pthread_cond_destroy(&v->space_cv);
+	ve__toktab_fini(&v->tt);
+	free(v->ops);
+	free(v->inline_payload);
+	free(v->big_payload);
+	free(v->big_free);
+	free(v->streams);
+	free(v->dirty);
+	free(v->ptds_map);
+	free(v->events);
+	free(v->work);
+	free(v);
+}
+
+/* ------------------------------------------------------------------ streams */
+
+/* Reclaims destroyed streams whose last op completed. Off the fast path:
+ * only called when the free list is empty. */
+static void reclaim_zombie_streams(struct ve_vctx *v)
+{
+	for (uint32_t i = 1; i < v->cfg.max_streams; i++) {
+		struct stream *s = &v->streams[i];
+		if (s->state == OBJ_ZOMBIE && !s->in_dirty && !ve__tok_live(&v->tt, s->tail)) {
+			s->state = OBJ_FREE;
+			s->free_next = v->stream_free;
+			v->stream_free = i;
+		}
+	}
+}
+
+static int stream_alloc(struct ve_vctx *v, uint8_t kind, unsigned flags, int prio, uint32_t *idx)
+{
+	if (v->stream_free == VE__NIL)
+		reclaim_zombie_streams(v);
+	uint32_t i = v->stream_free;
+	if (i == VE__NIL)
+		return -EAGAIN;
+	struct stream *s = &v->streams[i];
+	v->stream_free = s->free_next;
+	uint32_t gen = (s->gen | 1u) + 2u; /* stays odd, never reuses the previous handle */
+	*s = (struct stream){.gen = gen, .state = OBJ_LIVE, .kind = kind, .flags = flags,
+			     .priority = prio};
+	v->nstreams_live++;
+	*idx = i;
+	return 0;
+}
+
+int ve_vctx_stream_create(struct ve_vctx *v, unsigned flags, int priority, ve_stream *out)
+{
+	if (!v || !out || (flags & ~VE_STREAM_NON_BLOCKING))
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx;
+	int rc = stream_alloc(v, (flags & VE_STREAM_NON_BLOCKING) ? SK_NON_BLOCKING : SK_BLOCKING,
+			      flags, priority, &idx);
+	if (rc == 0)
+		*out = handle_make(idx, v->streams[idx].gen);
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_stream_destroy(struct ve_vctx *v, ve_stream h)
+{
+	if (!v)
+		return -EINVAL;
+	if (h == VE_STREAM_LEGACY)
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx;
+	struct stream *s = stream_get(v, h, &idx);
+	int rc = -ENOENT;
+	if (s && s->kind == SK_PER_THREAD) {
+		rc = -EINVAL;
+	} else if (s) {
+		/* Its pending work keeps counting for the legacy stream (it stays in
+		 * the dirty set) and for context sync (zombie tails are scanned). */
+		s->state = OBJ_ZOMBIE;
+		v->nstreams_live--;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+static uint32_t ptds_hash(struct ve_vctx *v, uint64_t key)
+{
+	return (uint32_t)ve__mix64(key) & (v->ptds_cap - 1);
+}
+
+int ve_vctx_stream_per_thread(struct ve_vctx *v, uint64_t key, ve_stream *out)
+{
+	if (!v || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	int rc = 0;
+	uint32_t h = ptds_hash(v, key), idx;
+	for (;;) {
+		idx = v->ptds_map[h];
+		if (idx == VE__NIL)
+			break;
+		if (v->streams[idx].thread_key == key)
+			goto found;
+		h = (h + 1) & (v->ptds_cap - 1);
+	}
+	rc = stream_alloc(v, SK_PER_THREAD, 0, 0, &idx);
+	if (rc)
+		goto out;
+	v->streams[idx].thread_key = key;
+	v->ptds_map[h] = idx;
+found:
+	*out = handle_make(idx, v->streams[idx].gen);
+out:
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_stream_flags(struct ve_vctx *v, ve_stream h, unsigned *flags)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx;
+	struct stream *s = stream_get(v, h, &idx);
+	if (s)
+		*flags = s->flags;
+	pthread_mutex_unlock(&v->lock);
+	return s ? 0 : -ENOENT;
+}
+
+int ve_vctx_stream_priority(struct ve_vctx *v, ve_stream h, int *prio)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx;
+	struct stream *s = stream_get(v, h, &idx);
+	if (s)
+		*prio = s->priority;
+	pthread_mutex_unlock(&v->lock);
+	return s ? 0 : -ENOENT;
+}
+
+int ve_vctx_stream_index(struct ve_vctx *v, ve_stream h, uint32_t *out)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx = 0;
+	struct stream *s = stream_get(v, h, &idx);
+	if (s)
+		*out = idx;
+	pthread_mutex_unlock(&v->lock);
+	return s ? 0 : -ENOENT;
+}
+
+/* ------------------------------------------------------------------ ops */
+
+static inline struct op *op_of(struct ve_vctx *v, ve_tok t)
+{
+	return &v->ops[ve_tok_slot(t)];
+}
+
+static void ready_push_tail(struct ve_vctx *v, uint32_t slot)
+{
+	struct op *o = &v->ops[slot];
+	o->state = OP_READY;
+	o->next_ready = VE__NIL;
+	if (v->ready_tail == VE__NIL)
+		v->ready_head = slot;
+	else
+		v->ops[v->ready_tail].next_ready = slot;
+	v->ready_tail = slot;
+	v->nready++;
+}
+
+static void release_payload(struct ve_vctx *v, struct op *o)
+{
+	if (o->big != VE__NIL) {
+		v->big_free[v->nbig_free++] = o->big;
+		o->big = VE__NIL;
+	}
+}
+
+struct cascade {
+	struct ve_vctx *v;
+	uint32_t n;
+};
+
+static void push_work(void *arg, uint32_t dep)
+{
+	struct cascade *c = arg;
+	c->v->work[c->n++] = dep;
+}
+
+static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns);
+
+/* An op with no unsatisfied predecessors: inline ops complete now, others
+ * become ready. Returns true if the ready list went from empty to non-empty. */
+static bool became_ready(struct ve_vctx *v, uint32_t slot)
+{
+	struct op *o = &v->ops[slot];
+	if (o->cls == VE_CLASS_INLINE) {
+		v->n_inline++;
+		return complete_locked(v, ve_tok_make(slot, v->tt.gen[slot]), 0);
+	}
+	bool was_empty = v->nready == 0;
+	ready_push_tail(v, slot);
+	return was_empty;
+}
+
+static void event_stamp(struct ve_vctx *v, const struct op *o, uint64_t t_ns)
+{
+	const struct ve_event_desc *ed = &o->desc.u.ev;
+	if (ed->event_idx >= v->cfg.max_events)
+		return;
+	struct event *e = &v->events[ed->event_idx];
+	if (e->generation == ed->generation) {
+		e->t_ns = t_ns;
+		e->t_valid = 1;
+	}
+}
+
+static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns)
+{
+	struct cascade c = {.v = v, .n = 0};
+	bool woke = false;
+	uint32_t slot = ve_tok_slot(tok);
+	for (;;) {
+		struct op *o = &v->ops[slot];
+		if (o->desc.kind == VE_OP_EVENT_RECORD)
+			event_stamp(v, o, t_ns);
+		release_payload(v, o);
+		o->state = OP_FREE;
+		v->live_ops--;
+		v->n_completed++;
+		ve__tok_complete(&v->tt, tok, push_work, &c);
+		/* Handle newly ready dependents; inline ones loop here instead of
+		 * recursing, so a long chain of markers cannot overflow the stack. */
+		bool again = false;
+		while (c.n) {
+			uint32_t d = v->work[--c.n];
+			struct op *od = &v->ops[d];
+			if (od->cls == VE_CLASS_INLINE) {
+				v->n_inline++;
+				/* Complete d next; its own dependents are appended to work. */
+				slot = d;
+				tok = ve_tok_make(d, v->tt.gen[d]);
+				t_ns = 0;
+				again = true;
+				break;
+			}
+			if (v->nready == 0)
+				woke = true;
+			ready_push_tail(v, d);
+		}
+		if (!again)
+			break;
+	}
+	if (v->nwaiters)
+		pthread_cond_broadcast(&v->done_cv);
+	if (v->nspace_waiters)
+		pthread_cond_broadcast(&v->space_cv);
+	return woke;
+}
+
+static int alloc_payload(struct ve_vctx *v, uint32_t slot, uint32_t len, uint8_t **dst)
+{
+	struct op *o = &v->ops[slot];
+	o->big = VE__NIL;
+	if (len <= INLINE_PAYLOAD) {
+		*dst = v->inline_payload + (size_t)slot * INLINE_PAYLOAD;
+		return 0;
+	}
+	if (!v->nbig_free)
+		return -EAGAIN;
+	o->big = v->big_free[--v->nbig_free];
+	*dst = v->big_payload + (size_t)o->big * VE_DESC_MAX_PAYLOAD;
+	return 0;
+}
+
+static void add_pred(struct ve_vctx *v, ve_tok tok, ve_tok pred)
+{
+	struct op *o = op_of(v, tok);
+	/* Capacity was checked by the caller, so this cannot fail. */
+	if (ve__tok_depend(&v->tt, tok, pred) == 1) {
+		if (o->npreds_dump < DUMP_PREDS)
+			o->preds[o->npreds_dump++] = pred;
+		o->npreds_total++;
+	}
+}
+
+/* Upper bound of edges an op on stream s can need. */
+static uint32_t edges_needed(struct ve_vctx *v, const struct stream *s, uint32_t nextra)
+{
+	uint32_t n = 1 + nextra;
+	if (s->kind == SK_LEGACY)
+		n += v->ndirty;
+	else if (is_blocking(s))
+		n += 1;
+	return n;
+}
+
+/* Records one op on stream sidx. Called with the lock held and capacity checked. */
+static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_desc *d,
+			    const uint8_t *payload_src, const ve_tok *extra, uint32_t nextra,
+			    bool *woke)
+{
+	ve_tok tok;
+	ve__tok_alloc(&v->tt, &tok); /* capacity checked */
+	uint32_t slot = ve_tok_slot(tok);
+	struct op *o = &v->ops[slot];
+	struct stream *s = &v->streams[sidx];
+	o->state = OP_PENDING;
+	o->npreds_dump = 0;
+	o->npreds_total = 0;
+	o->stream = sidx;
+	o->lane = VE__NIL;
+	o->seq = v->next_seq++;
+	o->desc = *d;
+	uint8_t *dst = NULL;
+	alloc_payload(v, slot, d->payload_len, &dst); /* capacity checked */
+	if (d->payload_len)
+		memcpy(dst, payload_src, d->payload_len);
+	o->desc.payload = d->payload_len ? dst : NULL;
+	o->cls = (uint8_t)ve_desc_class(&o->desc);
+	v->live_ops++;
+	v->n_submitted++;
+
+	/* E_stream: the stream's own tail. */
+	add_pred(v, tok, s->tail);
+	/* E_default (legacy stream rules). */
+	if (s->kind == SK_LEGACY) {
+		for (uint32_t i = 0; i < v->ndirty; i++) {
+			struct stream *b = &v->streams[v->dirty[i]];
+			add_pred(v, tok, b->tail);
+			b->in_dirty = 0;
+		}
+		v->ndirty = 0;
+	} else if (is_blocking(s)) {
+		add_pred(v, tok, v->streams[0].tail);
+		if (!s->in_dirty) {
+			s->in_dirty = 1;
+			v->dirty[v->ndirty++] = sidx;
+		}
+	}
+	/* E_event and pass-through barriers. */
+	for (uint32_t i = 0; i < nextra; i++)
+		add_pred(v, tok, extra[i]);
+	s->tail = tok;
+	if (v->tt.npend[slot] == 0)
+		*woke |= became_ready(v, slot);
+	return tok;
+}
+
+/* Waits until an op with 'payload_len' bytes and 'edges' edges fits. */
+static int wait_capacity(struct ve_vctx *v, uint32_t payload_len, uint32_t edges, unsigned flags)
+{
+	for (;;) {
+		bool ok = v->tt.nfree > 0 && v->tt.nedge_free >= edges &&
+			  (payload_len <= INLINE_PAYLOAD || v->nbig_free > 0);
+		if (ok)
+			return 0;
+		if (edges > v->tt.edge_cap)
+			return -E2BIG;
+		if (flags & VE_SUBMIT_NONBLOCK)
+			return -EAGAIN;
+		v->nspace_waiters++;
+		pthread_cond_wait(&v->space_cv, &v->lock);
+		v->nspace_waiters--;
+	}
+}
+
+static void notify(struct ve_vctx *v, bool woke)
+{
+	if (woke && v->cfg.notify_ready)
+		v->cfg.notify_ready(v->cfg.notify_arg);
+}
+
+int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream h, const struct ve_desc *din, unsigned flags,
+		      const ve_tok *extra, uint32_t nextra, ve_tok *out)
+{
+	if (!v || !din || (nextra && !extra))
+		return -EINVAL;
+	struct ve_desc d = *din;
+	int rc = ve_desc_finalize(&d);
+	if (rc)
+		return rc;
+	if (d.kind == VE_OP_EVENT_RECORD || d.kind == VE_OP_EVENT_WAIT)
+		return -EINVAL; /* only through the event calls */
+	bool woke = false;
+	pthread_mutex_lock(&v->lock);
+	uint32_t sidx;
+	struct stream *s = stream_get(v, h, &sidx);
+	if (!s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	rc = wait_capacity(v, d.payload_len, edges_needed(v, s, nextra), flags);
+	if (rc)
+		goto out;
+	/* The stream may have been destroyed while we waited for space. */
+	s = stream_get(v, h, &sidx);
+	if (!s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	ve_tok tok = record_locked(v, sidx, &d, din->payload, extra, nextra, &woke);
+	if (out)
+		*out = tok;
+out:
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_submit(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, unsigned flags,
+		   ve_tok *out)
+{
+	return ve_vctx_submit_ex(v, s, d, flags, NULL, 0, out);
+}
+
+/* ------------------------------------------------------------------ events */
+
+int ve_vctx_event_create(struct ve_vctx *v, unsigned flags, ve_event *out)
+{
+	if (!v || !out ||
+	    (flags & ~(VE_EVENT_BLOCKING_SYNC | VE_EVENT_DISABLE_TIMING | VE_EVENT_INTERPROCESS)))
+		return -EINVAL;
+	/* CUDA requires DISABLE_TIMING with INTERPROCESS. */
+	if ((flags & VE_EVENT_INTERPROCESS) && !(flags & VE_EVENT_DISABLE_TIMING))
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	uint32_t i = v->event_free;
+	int rc = 0;
+	if (i == VE__NIL) {
+		rc = -EAGAIN;
+	} else {
+		struct event *e = &v->events[i];
+		v->event_free = e->free_next;
+		uint32_t gen = (e->gen | 1u) + 2u;
+		*e = (struct event){.gen = gen, .state = OBJ_LIVE, .flags = flags};
+		v->nevents_live++;
+		*out = handle_make(i, gen);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_event_destroy(struct ve_vctx *v, ve_event h)
+{
+	pthread_mutex_lock(&v->lock);
+	struct event *e = event_get(v, h);
+	if (e) {
+		/* Waits already issued hold the generation's token, not the event,
+		 * so freeing the slot now cannot lose an edge. A pending timed
+		 * record stamps nothing: its generation no longer matches. */
+		e->state = OBJ_FREE;
+		e->generation = 0;
+		e->free_next = v->event_free;
+		v->event_free = (uint32_t)h;
+		v->nevents_live--;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return e ? 0 : -ENOENT;
+}
+
+int ve_vctx_event_record(struct ve_vctx *v, ve_event eh, ve_stream sh, uint64_t app_event)
+{
+	if (!v)
+		return -EINVAL;
+	bool woke = false;
+	int rc;
+	pthread_mutex_lock(&v->lock);
+	struct event *e = event_get(v, eh);
+	uint32_t sidx;
+	struct stream *s = stream_get(v, sh, &sidx);
+	if (!e || !s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	rc = wait_capacity(v, 0, edges_needed(v, s, 0), 0);
+	if (rc)
+		goto out;
+	e = event_get(v, eh);
+	s = stream_get(v, sh, &sidx);
+	if (!e || !s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	struct ve_desc d = {.kind = VE_OP_EVENT_RECORD};
+	if (!(e->flags & VE_EVENT_DISABLE_TIMING))
+		d.flags |= VE_DESC_TIMED;
+	uint64_t gen = v->next_generation++;
+	d.u.ev.event_idx = (uint32_t)eh;
+	d.u.ev.generation = gen;
+	d.u.ev.app_event = app_event;
+	d.key = ve_desc_key(&d);
+	/* Set the generation before recording: an op that is ready at once
+	 * completes inside record_locked and must find its generation current. */
+	e->generation = gen;
+	e->t_valid = 0;
+	e->tok = record_locked(v, sidx, &d, NULL, NULL, 0, &woke);
+out:
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_stream_wait_event(struct ve_vctx *v, ve_stream sh, ve_event eh)
+{
+	if (!v)
+		return -EINVAL;
+	bool woke = false;
+	int rc = 0;
+	pthread_mutex_lock(&v->lock);
+	struct event *e = event_get(v, eh);
+	uint32_t sidx;
+	struct stream *s = stream_get(v, sh, &sidx);
+	if (!e || !s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	/* A never-recorded or completed generation adds no edge: a marker would
+	 * depend only on what the next op depends on anyway. */
+	if (!ve__tok_live(&v->tt, e->tok))
+		goto out;
+	ve_tok gtok = e->tok;
+	rc = wait_capacity(v, 0, edges_needed(v, s, 1), 0);
+	if (rc)
+		goto out;
+	s = stream_get(v, sh, &sidx);
+	if (!s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	struct ve_desc d = {.kind = VE_OP_EVENT_WAIT};
+	d.u.ev.event_idx = (uint32_t)eh;
+	d.u.ev.generation = e->generation;
+	d.key = ve_desc_key(&d);
+	record_locked(v, sidx, &d, NULL, &gtok, 1, &woke);
+out:
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_event_query(struct ve_vctx *v, ve_event eh)
+{
+	pthread_mutex_lock(&v->lock);
+	struct event *e = event_get(v, eh);
+	int rc = !e ? -ENOENT : ve__tok_live(&v->tt, e->tok) ? -EBUSY : 0;
+	if (rc == 0 && v->error)
+		rc = -EIO;
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_event_generation(struct ve_vctx *v, ve_event eh, uint64_t *gen, ve_tok *tok)
+{
+	pthread_mutex_lock(&v->lock);
+	struct event *e = event_get(v, eh);
+	if (e) {
+		if (gen)
+			*gen = e->generation;
+		if (tok)
+			*tok = e->tok;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return e ? 0 : -ENOENT;
+}
+
+/* ------------------------------------------------------------------ waits */
+
+static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, bool timed)
+{
+	if (!ve__tok_live(&v->tt, t))
+		return v->error ? -EIO : 0;
+	if (timed && timeout_ns == 0)
+		return -EBUSY;
+	struct timespec dl;
+	if (timed) {
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		uint64_t ns = (uint64_t)dl.tv_nsec + timeout_ns;
+		dl.tv_sec += (time_t)(ns / 1000000000ull);
+		dl.tv_nsec = (long)(ns % 1000000000ull);
+	}
+	int rc = 0;
+	v->nwaiters++;
+	while (ve__tok_live(&v->tt, t)) {
+		if (timed) {
+			/* done_cv uses CLOCK_REALTIME by default; convert. */
+			struct timespec now_m, now_r, abs_r;
+			clock_gettime(CLOCK_MONOTONIC, &now_m);
+			clock_gettime(CLOCK_REALTIME, &now_r);
+			int64_t left = (int64_t)(dl.tv_sec - now_m.tv_sec) * 1000000000ll +
+				       (dl.tv_nsec - now_m.tv_nsec);
+			if (left <= 0) {
+				rc = -ETIMEDOUT;
+				break;
+			}
+			uint64_t ns = (uint64_t)now_r.tv_nsec + (uint64_t)left;
+			abs_r.tv_sec = now_r.tv_sec + (time_t)(ns / 1000000000ull);
+			abs_r.tv_nsec = (long)(ns % 1000000000ull);
+			pthread_cond_timedwait(&v->done_cv, &v->lock, &abs_r);
+		} else {
+			pthread_cond_wait(&v->done_cv, &v->lock);
+		}
+	}
+	v->nwaiters--;
+	if (rc == 0 && v->error)
+		rc = -EIO;
+	return rc;
+}
+
+bool ve_vctx_tok_done(struct ve_vctx *v, ve_tok t)
+{
+	pthread_mutex_lock(&v->lock);
+	bool done = !ve__tok_live(&v->tt, t);
+	pthread_mutex_unlock(&v->lock);
+	return done;
+}
+
+int ve_vctx_tok_wait(struct ve_vctx *v, ve_tok t)
+{
+	pthread_mutex_lock(&v->lock);
+	int rc = wait_tok_locked(v, t, 0, false);
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_tok_wait_timeout(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns)
+{
+	pthread_mutex_lock(&v->lock);
+	int rc = wait_tok_locked(v, t, timeout_ns, true);
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+/* The legacy stream's sync and query behave as an empty op issued on it: its
+ * own tail and every blocking stream's tail (docs/semantics.md, rule D3). */
+static bool legacy_pending(struct ve_vctx *v, ve_tok *which)
+{
+	if (ve__tok_live(&v->tt, v->streams[0].tail)) {
+		*which = v->streams[0].tail;
+		return true;
+	}
+	for (uint32_t i = 0; i < v->ndirty; i++) {
+		ve_tok t = v->streams[v->dirty[i]].tail;
+		if (ve__tok_live(&v->tt, t)) {
+			*which = t;
+			return true;
+		}
+	}
+	return false;
+}
+
+int ve_vctx_stream_query(struct ve_vctx *v, ve_stream h)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx;
+	struct stream *s = stream_get(v, h, &idx);
+	int rc = 0;
+	ve_tok t;
+	if (!s)
+		rc = -ENOENT;
+	else if (s->kind == SK_LEGACY ? legacy_pending(v, &t) : ve__tok_live(&v->tt, s->tail))
+		rc = -EBUSY;
+	else if (v->error)
+		rc = -EIO;
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_stream_sync(struct ve_vctx *v, ve_stream h)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx;
+	struct stream *s = stream_get(v, h, &idx);
+	int rc = 0;
+	if (!s) {
+		rc = -ENOENT;
+	} else if (s->kind == SK_LEGACY) {
+		/* Snapshot first: work issued after this call began must not
+		 * extend the wait (the dirty set changes while we sleep). */
+		uint32_t n = 0;
+		ve_tok *snap = malloc((v->ndirty + 1) * sizeof(*snap));
+		if (!snap) {
+			rc = -ENOMEM;
+		} else {
+			snap[n++] = v->streams[0].tail;
+			for (uint32_t i = 0; i < v->ndirty; i++)
+				snap[n++] = v->streams[v->dirty[i]].tail;
+			for (uint32_t k = 0; k < n && rc == 0; k++)
+				rc = wait_tok_locked(v, snap[k], 0, false);
+			free(snap);
+		}
+	} else {
+		rc = wait_tok_locked(v, s->tail, 0, false);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_ctx_sync(struct ve_vctx *v)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t n = 0, cap = v->cfg.max_streams;
+	ve_tok *snap = malloc(cap * sizeof(*snap));
+	int rc = 0;
+	if (!snap) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < cap; i++) {
+		struct stream *s = &v->streams[i];
+		if (s->state != OBJ_FREE && ve__tok_live(&v->tt, s->tail))
+			snap[n++] = s->tail;
+	}
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		rc = wait_tok_locked(v, snap[i], 0, false);
+	if (rc == 0 && v->error)
+		rc = -EIO;
+out:
+	pthread_mutex_unlock(&v->lock);
+	free(snap);
+	return rc;
+}
+
+int ve_vctx_ctx_query(struct ve_vctx *v)
+{
+	pthread_mutex_lock(&v->lock);
+	int rc = v->live_ops ? -EBUSY : v->error ? -EIO : 0;
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_stream_tail(struct ve_vctx *v, ve_stream h, ve_tok *out)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t idx;
+	struct stream *s = stream_get(v, h, &idx);
+	if (s)
+		*out = s->tail;
+	pthread_mutex_unlock(&v->lock);
+	return s ? 0 : -ENOENT;
+}
+
+int ve_vctx_event_sync(struct ve_vctx *v, ve_event eh)
+{
+	pthread_mutex_lock(&v->lock);
+	struct event *e = event_get(v, eh);
+	int rc = e ? wait_tok_locked(v, e->tok, 0, false) : -ENOENT;
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_event_elapsed(struct ve_vctx *v, ve_event a, ve_event b, float *ms)
+{
+	if (!ms)
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	struct event *ea = event_get(v, a), *eb = event_get(v, b);
+	int rc = 0;
+	if (!ea || !eb)
+		rc = -ENOENT;
+	else if ((ea->flags | eb->flags) & VE_EVENT_DISABLE_TIMING)
+		rc = -EINVAL;
+	else if (!ea->generation || !eb->generation)
+		rc = -ENODATA;
+	else if (ve__tok_live(&v->tt, ea->tok) || ve__tok_live(&v->tt, eb->tok))
+		rc = -EBUSY;
+	else if (!ea->t_valid || !eb->t_valid)
+		rc = -ENODATA;
+	else
+		*ms = (float)((double)((int64_t)(eb->t_ns - ea->t_ns)) / 1e6);
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ dispatcher side */
+
+int ve_vctx_pop_ready(struct ve_vctx *v, struct ve_ready_info *out, int max)
+{
+	int n = 0;
+	pthread_mutex_lock(&v->lock);
+	while (n < max && v->ready_head != VE__NIL) {
+		uint32_t s = v->ready_head;
+		struct op *o = &v->ops[s];
+		v->ready_head = o->next_ready;
+		if (v->ready_head == VE__NIL)
+			v->ready_tail = VE__NIL;
+		v->nready--;
+		o->state = OP_POPPED;
+		out[n++] = (struct ve_ready_info){
+			.tok = ve_tok_make(s, v->tt.gen[s]),
+			.stream_idx = o->stream,
+			.priority = v->streams[o->stream].priority,
+			.cls = o->cls,
+			.kind = o->desc.kind,
+			.seq = o->seq,
+		};
+	}
+	pthread_mutex_unlock(&v->lock);
+	return n;
+}
+
+const struct ve_desc *ve_vctx_desc(struct ve_vctx *v, ve_tok t)
+{
+	/* Lock-free read: a live op's descriptor is immutable and its slot is
+	 * only recycled by ve_vctx_complete(), which the caller alone issues. */
+	if (!ve__tok_live(&v->tt, t))
+		return NULL;
+	return &op_of(v, t)->desc;
+}
+
+int ve_vctx_dispatched(struct ve_vctx *v, ve_tok t, uint32_t lane)
+{
+	pthread_mutex_lock(&v->lock);
+	int rc = -ENOENT;
+	if (ve__tok_live(&v->tt, t)) {
+		struct op *o = op_of(v, t);
+		if (o->state == OP_POPPED) {
+			o->state = OP_DISPATCHED;
+			o->lane = lane;
+			rc = 0;
+		} else {
+			rc = -EINVAL;
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_requeue(struct ve_vctx *v, ve_tok t)
+{
+	bool woke = false;
+	pthread_mutex_lock(&v->lock);
+	int rc = -ENOENT;
+	if (ve__tok_live(&v->tt, t)) {
+		uint32_t s = ve_tok_slot(t);
+		struct op *o = &v->ops[s];
+		if (o->state == OP_POPPED || o->state == OP_DISPATCHED) {
+			/* Front of the list: it was ready before anything now queued. */
+			woke = v->nready == 0;
+			o->state = OP_READY;
+			o->lane = VE__NIL;
+			o->next_ready = v->ready_head;
+			v->ready_head = s;
+			if (v->ready_tail == VE__NIL)
+				v->ready_tail = s;
+			v->nready++;
+			rc = 0;
+		} else {
+			rc = -EINVAL;
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns)
+{
+	bool woke = false;
+	int rc = 0;
+	pthread_mutex_lock(&v->lock);
+	if (!ve__tok_live(&v->tt, t)) {
+		rc = -ENOENT;
+	} else {
+		struct op *o = op_of(v, t);
+		if (o->state != OP_DISPATCHED && o->state != OP_POPPED) {
+			rc = -EINVAL; /* not handed out: completing it would break H */
+		} else {
+			if (status && !v->error)
+				v->error = status;
+			woke = complete_locked(v, t, t_ns);
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_error(struct ve_vctx *v)
+{
+	pthread_mutex_lock(&v->lock);
+	int e = v->error;
+	pthread_mutex_unlock(&v->lock);
+	return e;
+}
+
+void ve_vctx_stats(struct ve_vctx *v, struct ve_vctx_stats *st)
+{
+	pthread_mutex_lock(&v->lock);
+	*st = (struct ve_vctx_stats){
+		.submitted = v->n_submitted,
+		.completed = v->n_completed,
+		.inline_completed = v->n_inline,
+		.live_ops = v->live_ops,
+		.ready_ops = v->nready,
+		.free_slots = v->tt.nfree,
+		.free_edges = v->tt.nedge_free,
+		.streams = v->nstreams_live,
+		.events = v->nevents_live,
+	};
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* ------------------------------------------------------------------ dump */
+
+static const char *stream_kind_name(int k)
+{
+	static const char *n[] = {"legacy", "per-thread", "blocking", "non-blocking"};
+	return k >= 0 && k < 4 ? n[k] : "?";
+}
+
+static const char *op_state_name(int s)
+{
+	static const char *n[] = {"free", "pending", "ready", "popped", "dispatched"};
+	return s >= 0 && s < 5 ? n[s] : "?";
+}
+
+void ve_vctx_dump(struct ve_vctx *v, FILE *f)
+{
+	pthread_mutex_lock(&v->lock);
+	fprintf(f, "vctx client=%u live_ops=%u ready=%u submitted=%llu completed=%llu error=%d\n",
+		v->cfg.client_id, v->live_ops, v->nready, (unsigned long long)v->n_submitted,
+		(unsigned long long)v->n_completed, v->error);
+	fprintf(f, "streams:\n");
+	for (uint32_t i = 0; i < v->cfg.max_streams; i++) {
+		struct stream *s = &v->streams[i];
+		if (s->state == OBJ_FREE)
+			continue;
+		bool live = ve__tok_live(&v->tt, s->tail);
+		fprintf(f, "  s%-4u %-12s %s prio=%d tail=%u:%u (%s)%s\n", i,
+			stream_kind_name(s->kind), s->state == OBJ_ZOMBIE ? "destroyed" : "live",
+			s->priority, ve_tok_slot(s->tail), ve_tok_gen(s->tail),
+			live ? "pending" : "done", s->in_dirty ? " [legacy must wait]" : "");
+	}
+	fprintf(f, "events:\n");
+	for (uint32_t i = 0; i < v->cfg.max_events; i++) {
+		struct event *e = &v->events[i];
+		if (e->state != OBJ_LIVE)
+			continue;
+		fprintf(f, "  e%-4u flags=%#x generation=%llu tok=%u:%u (%s)\n", i, e->flags,
+			(unsigned long long)e->generation, ve_tok_slot(e->tok), ve_tok_gen(e->tok),
+			!e->generation ? "never recorded"
+			: ve__tok_live(&v->tt, e->tok) ? "pending"
+						       : "done");
+	}
+	fprintf(f, "ops (pending, ready or dispatched):\n");
+	for (uint32_t i = 1; i < v->cfg.max_ops; i++) {
+		struct op *o = &v->ops[i];
+		if (o->state == OP_FREE)
+			continue;
+		fprintf(f, "  op %u:%u seq=%llu %-12s s%u %-10s waits_on=%u", i, v->tt.gen[i],
+			(unsigned long long)o->seq, ve_op_kind_name(o->desc.kind), o->stream,
+			op_state_name(o->state), v->tt.npend[i]);
+		for (uint32_t k = 0; k < o->npreds_dump; k++) {
+			ve_tok p = o->preds[k];
+			if (ve__tok_live(&v->tt, p))
+				fprintf(f, " %u:%u", ve_tok_slot(p), ve_tok_gen(p));
+		}
+		if (o->npreds_total > o->npreds_dump)
+			fprintf(f, " (+%u more recorded)", o->npreds_total - o->npreds_dump);
+		if (o->lane != VE__NIL && o->state == OP_DISPATCHED)
+			fprintf(f, " lane=%u", o->lane);
+		fprintf(f, "\n");
+	}
+	pthread_mutex_unlock(&v->lock);
+}

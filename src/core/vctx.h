@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The virtual context (vctx): everything the application can see of one
+ * CUDA context, kept independent of physical contexts (paper section 4.2,
+ * DESIGN.md section 4, docs/semantics.md for every rule and its source).
+ *
+ *  - streams are token chains: a new op depends on the stream's tail and
+ *    becomes the tail; an empty stream's tail is satisfied;
+ *  - the legacy default stream (handle VE_STREAM_LEGACY): its ops depend on the
+ *    tails of all blocking streams, and later ops on blocking streams depend
+ *    on it; VE_STREAM_NON_BLOCKING streams are exempt; per-thread default
+ *    streams are ordinary blocking streams, one per thread;
+ *  - events are generations: a record creates a marker op (a new generation)
+ *    at the stream's completion point; a wait captures the generation current
+ *    when it is issued, so re-recording never retargets an earlier wait;
+ *  - sync and query read the same token state, for a stream (its tail), an
+ *    event (its generation) or the whole context (every tail).
+ *
+ * Thread-safety: every call may be made from any thread. One mutex guards the
+ * vctx; waits sleep on a condition variable that completions broadcast only
+ * when someone is waiting.
+ *
+ * Dispatcher side: ready ops are popped with ve_vctx_pop_ready(), their
+ * descriptors read with ve_vctx_desc(), and their fate reported with
+ * ve_vctx_dispatched()/ve_vctx_requeue()/ve_vctx_complete().
+ *
+ * Errors are negative errno values:
+ *   -ENOENT  unknown or destroyed stream/event handle, unknown token
+ *   -EINVAL  malformed argument (bad flags, bad descriptor, wrong kind)
+ *   -E2BIG   descriptor beyond VE_DESC_MAX_* limits
+ *   -EAGAIN  no free token, edge or payload storage right now (VE_SUBMIT_NONBLOCK);
+ *            nothing was recorded, retry after completions
+ *   -EBUSY   query: the work is not complete yet (CUDA_ERROR_NOT_READY)
+ *   -ENODATA event elapsed time: an event was never recorded
+ *   -EIO     sticky device error reported by a completion (see ve_vctx_error)
+ *   -ETIMEDOUT a timed wait ran out
+ */
+#ifndef VE_CORE_VCTX_H
+#define VE_CORE_VCTX_H
+
+#include "core/desc.h"
+#include "core/token.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef uint64_t ve_stream;
+typedef uint64_t ve_event;
+
+#define VE_STREAM_LEGACY ((ve_stream)0) /* the legacy default (NULL) stream */
+
+/* Stream creation flags (same meaning as CU_STREAM_*). */
+#define VE_STREAM_DEFAULT      0x0u /* blocking: synchronises with the legacy stream */
+#define VE_STREAM_NON_BLOCKING 0x1u /* exempt from legacy-stream synchronisation */
+
+/* Event flags (same meaning as CU_EVENT_*). */
+#define VE_EVENT_DEFAULT	0x0u
+#define VE_EVENT_BLOCKING_SYNC	0x1u
+#define VE_EVENT_DISABLE_TIMING 0x2u
+#define VE_EVENT_INTERPROCESS	0x4u
+
+/* Submission flags. */
+#define VE_SUBMIT_NONBLOCK 0x1u /* return -EAGAIN instead of waiting for free tokens */
+
+struct ve_vctx;
+
+struct ve_vctx_config {
+	uint32_t client_id;   /* coordinator's name for this client (in ready records) */
+	uint32_t max_ops;     /* token slots: ops recorded and not yet complete (default 16384) */
+	uint32_t max_edges;   /* dependency edges (default 4 * max_ops) */
+	uint32_t max_streams; /* logical streams incl. per-thread defaults (default 1024) */
+	uint32_t max_events;  /* events (default 4096) */
+	uint32_t big_payloads; /* descriptors with payload > inline size (default 256) */
+	/* Called (outside the vctx lock) when the ready list goes from empty to
+	 * non-empty, so a sleeping dispatcher can be woken. May be NULL. */
+	void (*notify_ready)(void *arg);
+	void *notify_arg;
+};
+
+int ve_vctx_create(const struct ve_vctx_config *cfg, struct ve_vctx **out);
+/* Destroys the vctx; pending operations are dropped (call ctx_sync first). */
+void ve_vctx_destroy(struct ve_vctx *v);
+
+/* ---- streams ---- */
+int ve_vctx_stream_create(struct ve_vctx *v, unsigned flags, int priority, ve_stream *out);
+/* Returns at once; pending work still completes and still counts for the
+ * legacy stream and context sync (cuStreamDestroy semantics). */
+int ve_vctx_stream_destroy(struct ve_vctx *v, ve_stream s);
+/* The per-thread default stream of thread 'thread_key' (created on first use). */
+int ve_vctx_stream_per_thread(struct ve_vctx *v, uint64_t thread_key, ve_stream *out);
+int ve_vctx_stream_flags(struct ve_vctx *v, ve_stream s, unsigned *flags);
+int ve_vctx_stream_priority(struct ve_vctx *v, ve_stream s, int *priority);
+/* 0 when all work issued to s so far completed, -EBUSY otherwise. */
+int ve_vctx_stream_query(struct ve_vctx *v, ve_stream s);
+int ve_vctx_stream_sync(struct ve_vctx *v, ve_stream s);
+int ve_vctx_stream_wait_event(struct ve_vctx *v, ve_stream s, ve_event e);
+/* The stream's tail token right now (for pass-through barriers). */
+int ve_vctx_stream_tail(struct ve_vctx *v, ve_stream s, ve_tok *out);
+/* Index of a stream's slot (stable for its lifetime; policies see it). */
+int ve_vctx_stream_index(struct ve_vctx *v, ve_stream s, uint32_t *idx);
+
+/* ---- events ---- */
+int ve_vctx_event_create(struct ve_vctx *v, unsigned flags, ve_event *out);
+/* Pending generations still complete and waits on them still hold. */
+int ve_vctx_event_destroy(struct ve_vctx *v, ve_event e);
+/* app_event is passed to the backend in the record marker (0 if none). */
+int ve_vctx_event_record(struct ve_vctx *v, ve_event e, ve_stream s, uint64_t app_event);
+/* 0 if never recorded or its current generation completed, -EBUSY otherwise. */
+int ve_vctx_event_query(struct ve_vctx *v, ve_event e);
+int ve_vctx_event_sync(struct ve_vctx *v, ve_event e);
+/* Milliseconds between the completion timestamps of two events' current
+ * generations. -ENODATA if either was never recorded, -EBUSY if either is not
+ * complete, -EINVAL if either has timing disabled. */
+int ve_vctx_event_elapsed(struct ve_vctx *v, ve_event start, ve_event end, float *ms);
+int ve_vctx_event_generation(struct ve_vctx *v, ve_event e, uint64_t *gen, ve_tok *tok);
+
+/* ---- operations ---- */
+/* Record one op on stream s with its stream/default-stream predecessors
+ * (plus 'extra' predecessors, e.g. a pass-through barrier's token). The
+ * descriptor and payload are copied; the caller's memory may be reused at once. */
+int ve_vctx_submit(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, unsigned flags,
+		   ve_tok *out);
+int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, unsigned flags,
+		      const ve_tok *extra, uint32_t nextra, ve_tok *out);
+
+/* ---- tokens and whole-context sync ---- */
+bool ve_vctx_tok_done(struct ve_vctx *v, ve_tok t);
+int ve_vctx_tok_wait(struct ve_vctx *v, ve_tok t);
+/* timeout_ns == 0: poll. */
+int ve_vctx_tok_wait_timeout(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns);
+/* Waits for every stream's tail as of the call (cuCtxSynchronize). */
+int ve_vctx_ctx_sync(struct ve_vctx *v);
+int ve_vctx_ctx_query(struct ve_vctx *v);
+
+/* ---- dispatcher side ---- */
+struct ve_ready_info {
+	ve_tok tok;
+	uint32_t stream_idx;
+	int32_t priority;
+	uint8_t cls;  /* enum ve_op_class */
+	uint8_t kind; /* enum ve_op_kind */
+	uint64_t seq; /* issue order within this vctx */
+};
+/* Pops up to max ready ops in the order they became ready. */
+int ve_vctx_pop_ready(struct ve_vctx *v, struct ve_ready_info *out, int max);
+/* Descriptor of a live op; valid until ve_vctx_complete() for it. */
+const struct ve_desc *ve_vctx_desc(struct ve_vctx *v, ve_tok t);
+/* The op was handed to a backend lane (kept for dumps and pipelining). */
+int ve_vctx_dispatched(struct ve_vctx *v, ve_tok t, uint32_t lane);
+/* A popped op could not be dispatched: back to the front of the ready list. */
+int ve_vctx_requeue(struct ve_vctx *v, ve_tok t);
+/* The op finished. status != 0 is a device error: it becomes sticky (see
+ * ve_vctx_error) and waits return -EIO. t_ns: completion timestamp (event timing). */
+int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns);
+/* Sticky error status of the context (0 if none). */
+int ve_vctx_error(struct ve_vctx *v);
+
+struct ve_vctx_stats {
+	uint64_t submitted, completed, inline_completed;
+	uint32_t live_ops, ready_ops, free_slots, free_edges, streams, events;
+};
+void ve_vctx_stats(struct ve_vctx *v, struct ve_vctx_stats *st);
+
+/* Human-readable dump of streams, events and every pending op with its
+ * unsatisfied predecessors: the graph a 3 a.m. ordering bug needs. */
+void ve_vctx_dump(struct ve_vctx *v, FILE *f);
+
+#endif

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int ve__log_level = VE_LOG_WARN;
+static FILE *log_file;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+int ve__log_parse_level(const char *s)
+{
+	static const char *names[] = {"error", "warn", "info", "debug", "trace"};
+	for (int i = 0; i < (int)VE_ARRAY_SIZE(names); i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -EINVAL;
+}
+
+static void log_init_once(void)
+{
+	const char *lvl = getenv("VE_LOG_LEVEL");
+	if (lvl && *lvl) {
+		int l = ve__log_parse_level(lvl);
+		if (l >= 0)
+			ve__log_level = l;
+		else
+			fprintf(stderr, "vitamin-e: VE_LOG_LEVEL=%s is not one of error, warn, info, "
+					"debug, trace; using warn\n", lvl);
+	}
+	const char *path = getenv("VE_LOG_FILE");
+	if (path && *path) {
+		log_file = fopen(path, "a");
+		if (!log_file)
+			fprintf(stderr, "vitamin-e: cannot open VE_LOG_FILE=%s: %s\n", path,
+				strerror(errno));
+	}
+}
+
+void ve__log_init(void)
+{
+	pthread_once(&log_once, log_init_once);
+}
+
+void ve__log(int level, const char *fmt, ...)
+{
+	static const char *tags[] = {"error", "warn", "info", "debug", "trace"};
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "vitamin-e[%d] %s: ", (int)getpid(),
+			 tags[level < 0 ? 0 : level > 4 ? 4 : level]);
+	va_list ap;
+	va_start(ap, fmt);
+	if (n >= 0 && n < (int)sizeof(buf))
+		vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	size_t len = strlen(buf);
+	if (len == 0 || buf[len - 1] != '\n') {
+		if (len + 1 < sizeof(buf)) {
+			buf[len++] = '\n';
+			buf[len] = 0;
+		} else {
+			buf[sizeof(buf) - 2] = '\n';
+		}
+	}
+	fputs(buf, log_file ? log_file : stderr);
+	if (log_file)
+		fflush(log_file);
+}
+
+int ve__parse_u64(const char *s, uint64_t *out)
+{
+	if (!s || !*s)
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end || s[0] == '-')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int ve__parse_double(const char *s, double *out)
+{
+	if (!s || !*s)
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || !isfinite(v))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
