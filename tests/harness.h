@@ -116,9 +116,10 @@ jmp_buf ve_test_jmp;
 
 int main(int argc, char **argv)
 {
-	int passed = 0, failed = 0, skipped = 0;
+	/* volatile: they live across setjmp/longjmp */
+	volatile int passed = 0, failed = 0, skipped = 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (int i = 0; i < ve_test_ncases; i++) {
+	for (volatile int i = 0; i < ve_test_ncases; i++) {
 		struct ve_test_case *tc = &ve_test_cases[i];
 		if (argc > 1 && strcmp(argv[1], tc->name) != 0)
 			continue;

@@ -115,6 +115,9 @@ struct ve_desc {
 	uint16_t pad1;
 	uint32_t flags; /* VE_DESC_* */
 	uint64_t key;	/* profile key, set by ve_desc_finalize() */
+	/* Scheduling metadata, never part of what is submitted: a deadline for
+	 * latency-class ops (0 = none), from an advisory or the client. */
+	uint64_t deadline_ns;
 	uint32_t payload_len;
 	uint32_t pad2;
 	const uint8_t *payload;

@@ -234,6 +234,19 @@ void ve_vctx_destroy(struct ve_vctx *v)
  * only called when the free list is empty. */
 static void reclaim_zombie_streams(struct ve_vctx *v)
 {
+	/* A destroyed stream whose work completed leaves the legacy set first:
+	 * its done tail adds no edge to a legacy op, and without this a program
+	 * that never uses the legacy stream could never reuse a destroyed
+	 * stream's slot (found by test_vctx x_destroyed_streams_are_reclaimed). */
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < v->ndirty; i++) {
+		struct stream *s = &v->streams[v->dirty[i]];
+		if (s->state == OBJ_ZOMBIE && !ve__tok_live(&v->tt, s->tail))
+			s->in_dirty = 0;
+		else
+			v->dirty[k++] = v->dirty[i];
+	}
+	v->ndirty = k;
 	for (uint32_t i = 1; i < v->cfg.max_streams; i++) {
 		struct stream *s = &v->streams[i];
 		if (s->state == OBJ_ZOMBIE && !s->in_dirty && !ve__tok_live(&v->tt, s->tail)) {
@@ -562,10 +575,16 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	return tok;
 }
 
-/* Waits until an op with 'payload_len' bytes and 'edges' edges fits. */
-static int wait_capacity(struct ve_vctx *v, uint32_t payload_len, uint32_t edges, unsigned flags)
+/* Waits until an op with 'payload_len' bytes and its edges fits on stream s. */
+static int wait_capacity(struct ve_vctx *v, uint32_t payload_len, const struct stream *s,
+			 uint32_t nextra, unsigned flags)
 {
 	for (;;) {
+		/* Recomputed after every sleep: blocking streams that got work
+		 * meanwhile add edges to a legacy op, and record_locked() cannot
+		 * fail an edge, it would drop it (found by test_vctx
+		 * back_pressure_edges_recomputed_after_sleep). */
+		uint32_t edges = edges_needed(v, s, nextra);
 		bool ok = v->tt.nfree > 0 && v->tt.nedge_free >= edges &&
 			  (payload_len <= INLINE_PAYLOAD || v->nbig_free > 0);
 		if (ok)
@@ -605,7 +624,7 @@ int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream h, const struct ve_desc *din,
 		rc = -ENOENT;
 		goto out;
 	}
-	rc = wait_capacity(v, d.payload_len, edges_needed(v, s, nextra), flags);
+	rc = wait_capacity(v, d.payload_len, s, nextra, flags);
 	if (rc)
 		goto out;
 	/* The stream may have been destroyed while we waited for space. */
@@ -688,7 +707,7 @@ int ve_vctx_event_record(struct ve_vctx *v, ve_event eh, ve_stream sh, uint64_t 
 		rc = -ENOENT;
 		goto out;
 	}
-	rc = wait_capacity(v, 0, edges_needed(v, s, 0), 0);
+	rc = wait_capacity(v, 0, s, 0, 0);
 	if (rc)
 		goto out;
 	e = event_get(v, eh);
@@ -731,11 +750,15 @@ int ve_vctx_stream_wait_event(struct ve_vctx *v, ve_stream sh, ve_event eh)
 		goto out;
 	}
 	/* A never-recorded or completed generation adds no edge: a marker would
-	 * depend only on what the next op depends on anyway. */
-	if (!ve__tok_live(&v->tt, e->tok))
+	 * depend only on what the next op depends on anyway. Not so on the
+	 * legacy stream: there the wait is itself an action ("Stream
+	 * synchronization behavior" names cudaStreamWaitEvent()) that joins all
+	 * blocking streams, so its marker is recorded regardless (found by
+	 * test_vctx_prop, seed 0x2eeda6710c49b174; docs/semantics.md E4). */
+	if (!ve__tok_live(&v->tt, e->tok) && s->kind != SK_LEGACY)
 		goto out;
 	ve_tok gtok = e->tok;
-	rc = wait_capacity(v, 0, edges_needed(v, s, 1), 0);
+	rc = wait_capacity(v, 0, s, 1, 0);
 	if (rc)
 		goto out;
 	s = stream_get(v, sh, &sidx);
@@ -864,6 +887,17 @@ static bool legacy_pending(struct ve_vctx *v, ve_tok *which)
 	return false;
 }
 
+/* A blocking stream's work includes the legacy stream's last op: after a
+ * legacy action "all blocking streams wait on the legacy stream" ("Stream
+ * synchronization behavior"), so that wait is part of the stream's contents
+ * for sync and query even with no later op on it (found by test_vctx_prop,
+ * seed 0x1b163c3c169d8d17; docs/semantics.md Y1). */
+static bool blocking_done(struct ve_vctx *v, const struct stream *s)
+{
+	return !ve__tok_live(&v->tt, s->tail) &&
+	       !(is_blocking(s) && ve__tok_live(&v->tt, v->streams[0].tail));
+}
+
 int ve_vctx_stream_query(struct ve_vctx *v, ve_stream h)
 {
 	pthread_mutex_lock(&v->lock);
@@ -873,7 +907,7 @@ int ve_vctx_stream_query(struct ve_vctx *v, ve_stream h)
 	ve_tok t;
 	if (!s)
 		rc = -ENOENT;
-	else if (s->kind == SK_LEGACY ? legacy_pending(v, &t) : ve__tok_live(&v->tt, s->tail))
+	else if (s->kind == SK_LEGACY ? legacy_pending(v, &t) : !blocking_done(v, s))
 		rc = -EBUSY;
 	else if (v->error)
 		rc = -EIO;
@@ -905,7 +939,11 @@ int ve_vctx_stream_sync(struct ve_vctx *v, ve_stream h)
 			free(snap);
 		}
 	} else {
+		/* Both tokens as of the call (see blocking_done). */
+		ve_tok lt = is_blocking(s) ? v->streams[0].tail : VE_TOK_NONE;
 		rc = wait_tok_locked(v, s->tail, 0, false);
+		if (rc == 0)
+			rc = wait_tok_locked(v, lt, 0, false);
 	}
 	pthread_mutex_unlock(&v->lock);
 	return rc;

@@ -15,19 +15,34 @@
  *
  * Entry states and the only transitions allowed (paper Figure 6):
  *   IDLE     -> LEASED     ve_pool_lease      (no conflicting busy entry)
- *   IDLE     -> RESERVED   ve_pool_reserve    (no conflicting busy entry)
+ *   IDLE     -> RESERVED   ve_pool_reserve    (no conflicting busy entry; if
+ *                          busy entries conflict it stays IDLE, pending, and
+ *                          turns RESERVED when the last of them is released)
  *   LEASED   -> DRAINING   ve_pool_close_gate (then at outstanding == 0:)
  *   DRAINING -> IDLE       last op done, no reservation pending on it
  *   DRAINING -> RESERVED   last op done, a reservation is pending on it
- *   RESERVED -> LEASED     ve_pool_lease by the reservation's holder
+ *                          (ve_pool_reserve on a DRAINING entry pends on it)
+ *   RESERVED -> LEASED     ve_pool_lease by the reservation's holder (this
+ *                          uses the reservation up: reserve_for is cleared)
  *   RESERVED -> IDLE       ve_pool_unreserve
  * A leased entry admits more ops (outstanding++) while its gate is open. Any
- * other transition is refused with -EPERM and changes nothing.
+ * other transition is refused with -EPERM and changes nothing. Calls that
+ * change no state are allowed where they make sense: leasing an entry one
+ * already holds, joining a leased entry with share, cancelling a pending
+ * reservation with ve_pool_unreserve (docs/architecture.md, "Pool").
  *
- * Busy leaves are those of every entry that is not IDLE, plus the leaves
- * claimed by pending reservations (a reservation asked for while conflicting
- * entries still drain: no unrelated lease may take those leaves meanwhile,
- * and the entry turns RESERVED as soon as its last conflict is released).
+ * Busy leaves (`busy`) are those of every entry that is not IDLE. Non-IDLE
+ * entries never overlap (a shared lease is one entry), so `busy` is kept with
+ * one OR / AND-NOT per transition. Claimed leaves (`claimed`) are those of
+ * pending reservations (asked for while conflicting entries still run): no
+ * lease by another client may take them meanwhile, and the entry turns
+ * RESERVED as soon as its last conflict is released. The claimant itself may
+ * still lease free entries inside its own claim (e.g. a narrower allocation
+ * while the wide one drains); its reservation then also waits for those.
+ * Pending reservations never overlap each other.
+ *
+ * Not thread-safe: one owner (the coordinator) mutates the pool; others may
+ * read it for statistics only.
  */
 #ifndef VE_POOL_H
 #define VE_POOL_H
@@ -39,7 +54,12 @@
 #define VE_POOL_MAX_ENTRIES 256
 #define VE_POOL_NONE	    0xffffu
 #define VE_HOLDER_NONE	    (-1)
-#define VE_HOLDER_SHARED    (-2) /* leased to several clients at once (policy-allowed) */
+#define VE_HOLDER_SHARED    (-2)	/* leased to several clients at once (policy-allowed) */
+#define VE_POOL_MAX_SHARERS 8		/* clients that may hold one shared lease at once */
+#define VE_POOL_FIND_SLOTS  512		/* ve_pool_find hash table (2 x max entries) */
+#define VE_POOL_MAGIC	    0x4c4f4f50u /* "POOL" */
+#define VE_POOL_VERSION	    1u
+#define VE_POOL_PENDING	    1 /* ve_pool_reserve: reservation pending (entry not yet RESERVED) */
 
 enum ve_entry_state { VE_ENTRY_IDLE = 0, VE_ENTRY_LEASED, VE_ENTRY_DRAINING, VE_ENTRY_RESERVED };
 enum ve_entry_kind { VE_ENTRY_LEAF = 0, VE_ENTRY_NODE, VE_ENTRY_ROOT, VE_ENTRY_REMAINDER };
@@ -53,12 +73,16 @@ struct ve_pool_entry {
 	int32_t reserve_for;  /* client of a pending or active reservation, or VE_HOLDER_NONE */
 	uint8_t state;	      /* enum ve_entry_state */
 	uint8_t kind;	      /* enum ve_entry_kind */
-	uint8_t level;	      /* 0 = root, increasing towards the leaves */
+	uint8_t level;	      /* 0 = root, increasing towards the leaves; a remainder
+			       * has the level of the node it complements */
 	uint8_t gate_open;    /* 1 while LEASED */
-	uint16_t parent;      /* tree parent (nodes/leaves), VE_POOL_NONE for root/remainders */
-	uint16_t child[2];    /* tree children, VE_POOL_NONE for leaves */
-	uint16_t remainder;   /* this node's remainder entry, VE_POOL_NONE if not kept */
-	uint16_t complement;  /* for a remainder: the node it complements */
+	uint16_t parent;      /* tree parent (nodes/leaves), VE_POOL_NONE for root/remainders;
+			       * if the bound dropped the parent, the nearest kept ancestor */
+	uint16_t child[2];    /* tree children, VE_POOL_NONE for leaves or a dropped child */
+	uint16_t remainder;   /* entry spanning exactly the other leaves (a remainder, or
+			       * the sibling node for a child of the root), VE_POOL_NONE if
+			       * none is kept; VE_POOL_NONE for the root and remainders */
+	uint16_t complement;  /* for a remainder: the node it complements, else VE_POOL_NONE */
 	uint16_t pad;
 };
 
@@ -73,18 +97,28 @@ struct ve_pool {
 	uint16_t by_size[VE_POOL_MAX_ENTRIES];	 /* entries by ascending sms, then index */
 	uint64_t busy;				 /* leaves of non-IDLE entries */
 	uint64_t claimed;			 /* leaves of pending reservations */
+	uint64_t all_leaves;			 /* mask of every leaf (the root's leaves) */
 	uint64_t fingerprint;			 /* hash of the leaf list and every entry's leaves */
 	uint64_t transitions;			 /* count of state changes (tests, stats) */
 	struct ve_pool_entry e[VE_POOL_MAX_ENTRIES];
+	/* Internal bookkeeping, plain data like the rest. */
+	uint16_t claim_by[VE_POOL_MAX_LEAVES]; /* leaf -> pending entry claiming it, or NONE */
+	uint16_t find_tab[VE_POOL_FIND_SLOTS]; /* leaves hash -> entry (open addressing) */
+	uint8_t nsharers[VE_POOL_MAX_ENTRIES]; /* clients holding a LEASED/DRAINING entry */
+	int32_t sharers[VE_POOL_MAX_ENTRIES][VE_POOL_MAX_SHARERS];
 };
 
 /* Builds the pool for 'leaf_sms[nleaves]' with at most 'max_entries' entries
  * (0 = the full hierarchy). Entries are kept in this order until the bound is
  * hit: the root, every leaf, internal nodes level by level from the top, then
  * remainders of leaves, then remainders of internal nodes from the deepest
- * level up (see docs/architecture.md, "pool bound"). A bound below
- * nleaves + 1 is refused (-EINVAL): every leaf and the whole GPU must exist.
- * -EINVAL also for nleaves 0 or > 64, or a leaf of 0 SMs. */
+ * level up (see docs/architecture.md, "Pool bound"). Entry indices follow
+ * the same order, so they are deterministic for a given input. A remainder
+ * equal to an existing entry (a child of the root: its sibling) is not added
+ * and takes no room. A bound below nleaves + 1 is refused (-EINVAL): every
+ * leaf and the whole GPU must exist (a single leaf is the root: bound >= 1).
+ * Bounds above VE_POOL_MAX_ENTRIES are capped. -EINVAL also for nleaves 0 or
+ * > 64, or a leaf of 0 SMs. On error *p is zeroed. */
 int ve_pool_init(struct ve_pool *p, const uint32_t *leaf_sms, uint32_t nleaves,
 		 uint32_t max_entries);
 void ve_pool_fini(struct ve_pool *p);
@@ -95,12 +129,26 @@ static inline bool ve_pool_conflict(const struct ve_pool *p, uint16_t a, uint16_
 }
 
 /* Could 'client' start an op on entry idx right now?  True if the entry is
- * IDLE with none of its leaves busy or claimed, or LEASED to this client with
- * its gate open (or to anyone, if 'share'), or RESERVED for this client. */
+ * IDLE with none of its leaves busy or claimed by another client, or LEASED
+ * to this client with its gate open (or to anyone, if 'share', unless another
+ * client claims its leaves or VE_POOL_MAX_SHARERS hold it), or RESERVED for
+ * this client. Exactly: ve_pool_lease(p, idx, client, share) would return 0. */
 bool ve_pool_can_admit(const struct ve_pool *p, uint16_t idx, int32_t client, bool share);
 
 /* State transitions; all return 0, -EPERM (transition not allowed from the
- * current state), -EBUSY (conflicting busy leaves) or -EINVAL (bad index). */
+ * current state), -EBUSY (conflicting busy leaves, leaves claimed by another
+ * client, a lease or reservation of another client) or -EINVAL (bad index,
+ * negative client). Checks run in that order: -EINVAL, -EPERM, -EBUSY.
+ *   lease:      IDLE (free), RESERVED (for client), LEASED (held by client: no
+ *               change; else share joins it: holder becomes VE_HOLDER_SHARED).
+ *   close_gate: LEASED; at outstanding == 0 it is released at once (two
+ *               transitions); read e[idx].state for the outcome.
+ *   reserve:    IDLE or DRAINING, leaves not claimed by any pending
+ *               reservation (-EBUSY). Returns 0 if now RESERVED, or
+ *               VE_POOL_PENDING if it waits for busy entries (IDLE) or for
+ *               its own drain (DRAINING).
+ *   unreserve:  RESERVED -> IDLE, or cancels a pending reservation (no state
+ *               change). Releases may complete other pending reservations. */
 int ve_pool_lease(struct ve_pool *p, uint16_t idx, int32_t client, bool share);
 int ve_pool_close_gate(struct ve_pool *p, uint16_t idx);
 int ve_pool_reserve(struct ve_pool *p, uint16_t idx, int32_t client); /* may leave it pending */
@@ -119,7 +167,18 @@ void ve_pool_release_client(struct ve_pool *p, int32_t client);
 /* Entry with exactly these leaves, or VE_POOL_NONE. */
 uint16_t ve_pool_find(const struct ve_pool *p, uint64_t leaves);
 
+/* Does 'client' hold the lease of entry idx with its gate open (alone or
+ * shared)?  What the submit path validates before submitting. */
+bool ve_pool_holds(const struct ve_pool *p, uint16_t idx, int32_t client);
+
+/* Is a reservation pending (asked for, not yet RESERVED) on entry idx? */
+static inline bool ve_pool_pending(const struct ve_pool *p, uint16_t idx)
+{
+	return p->e[idx].reserve_for != VE_HOLDER_NONE && p->e[idx].state != VE_ENTRY_RESERVED;
+}
+
 const char *ve_entry_state_name(int state);
+const char *ve_entry_kind_name(int kind);
 /* One line per entry: index, kind, SMs, leaves, state, holder, outstanding. */
 void ve_pool_dump(const struct ve_pool *p, void *file /* FILE* */);
 

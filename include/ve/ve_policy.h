@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Vitamin-E policy ABI (paper section 4.5, DESIGN.md section 8).
+ *
+ * A policy is a versioned, const table of callbacks. It sees a read-only view
+ * of the ready operations and the pool and proposes; the coordinator
+ * validates every proposal (op still ready, entry large enough and admissible
+ * for this client, share only when asked for) before anything changes, so a
+ * policy can be wrong but never unsafe: it cannot alter a descriptor, bind an
+ * op that is not ready, or overlap leases it was not allowed to overlap.
+ *
+ *   pick(view)                      -> index of a ready op, or -1 (defer)
+ *   select(view, op, eligible[], n) -> entry index from eligible[], or -1 (defer)
+ *   prepare(view, hint, plan)       -> a preparation plan for a lookahead hint
+ *
+ * Rounds: the coordinator calls pick/select repeatedly in one scheduling
+ * round (view->round identifies it); an op picked twice in one round, or a
+ * rejected proposal, ends the round. Plans computed in pick (Algorithm 1)
+ * may therefore be cached per round.
+ *
+ * Building an external policy: include only this header, export
+ *   const struct ve_policy_ops *ve_policy_entry(void);
+ * from a shared object, and run with VE_POLICY=/path/to/policy.so. A policy
+ * built for another VE_POLICY_ABI_VERSION is refused at load.
+ */
+#ifndef VE_PUBLIC_POLICY_H
+#define VE_PUBLIC_POLICY_H
+
+#include <stdint.h>
+
+#include "ve/ve_pool.h"
+
+#define VE_POLICY_ABI_VERSION 1
+#define VE_POLICY_MAX_CLIENTS 64
+
+/* Ready-op flags. */
+#define VE_READY_LATENCY     (1u << 0) /* latency class (decode) */
+#define VE_READY_COOPERATIVE (1u << 1)
+
+/* One ready operation as policies see it. Slots live in the coordinator's
+ * ready queue; per-client FIFO (oldest first) via next/prev. */
+struct ve_ready_op {
+	uint64_t tok;	   /* client-local token (opaque to policies) */
+	uint64_t key;	   /* profile key: (function, grid, block, smem) */
+	uint64_t ready_ns; /* when it became ready: its age */
+	uint64_t blocks;   /* grid size */
+	uint64_t deadline_ns; /* 0 = none (set by latency-aware clients or hints) */
+	uint32_t threads;  /* threads per block */
+	uint32_t min_sms;  /* smallest entry it can run on unchanged */
+	uint32_t blocks_per_sm; /* occupancy if known, else 0 */
+	uint32_t client;
+	uint32_t stream;
+	int32_t priority;  /* CUDA stream priority: lower is more urgent */
+	uint32_t next, prev; /* per-client list links, VE_READY_NIL at the ends */
+	uint8_t kind;	   /* enum ve_op_kind */
+	uint8_t flags;	   /* VE_READY_* */
+	uint8_t in_use;
+	uint8_t pad[5];
+};
+#define VE_READY_NIL 0xffffffffu
+
+/* Per-client summary. */
+struct ve_client_view {
+	uint32_t head;	 /* oldest ready op slot, VE_READY_NIL if none */
+	uint32_t nready;
+	uint32_t running; /* ops bound and not complete */
+	uint8_t active;	  /* registered */
+	uint8_t latency;  /* latency-class client (e.g. an inference server) */
+	uint8_t pad[2];
+	uint64_t bound;	    /* bindings so far */
+	uint64_t completed; /* completions so far */
+};
+
+struct ve_policy_view {
+	uint32_t abi_version;
+	uint32_t nclients;
+	uint64_t now_ns;
+	uint64_t round;
+	const struct ve_pool *pool;
+	const struct ve_ready_op *ops; /* ready queue slots (check in_use) */
+	uint32_t nops;		       /* slot capacity */
+	uint32_t nready;
+	const struct ve_client_view *clients;
+	/* Predicted exclusive run time in ns of op on an entry of 'sms' SMs
+	 * (profile, refined online; a safe model for unknown launches). */
+	double (*predict)(const struct ve_policy_view *v, const struct ve_ready_op *op,
+			  uint32_t sms);
+	/* Entries op can run on unchanged and that its client may use now,
+	 * smallest first; returns the count (<= max). */
+	uint32_t (*eligible)(const struct ve_policy_view *v, uint32_t op, uint16_t *out,
+			     uint32_t max);
+	/* A deterministic per-coordinator random source (chaos, tie breaks). */
+	uint64_t (*rand)(const struct ve_policy_view *v);
+	void *coord; /* opaque */
+};
+
+/* Lookahead hint: an op recorded but not yet ready, or an advisory. */
+struct ve_hint {
+	uint32_t client;
+	uint32_t min_sms;
+	uint64_t key;
+	uint64_t blocks;
+	uint32_t threads;
+	uint32_t flags;	      /* VE_READY_* */
+	uint64_t expect_ready_ns; /* 0 = unknown */
+	uint64_t deadline_ns;	  /* 0 = none */
+};
+
+/* Preparation plan returned by prepare(). prepare() is called with a hint
+ * when a client sends one, and with h == NULL once at the start of every
+ * scheduling round (a tick), so a policy can also act on what it saw. */
+#define VE_PLAN_MAX_GATES 32
+struct ve_plan {
+	uint16_t reserve;	  /* entry to reserve, VE_POOL_NONE = none */
+	uint16_t unreserve;	  /* reservation to drop, VE_POOL_NONE = none */
+	uint32_t reserve_for;	  /* client the reservation is for (hint->client by default) */
+	uint16_t ngates;	  /* entries whose gates to close (drain) */
+	uint16_t gates[VE_PLAN_MAX_GATES];
+};
+
+/* Outcomes reported back to the policy (optional callback). */
+enum ve_policy_event_kind {
+	VE_PEV_BOUND = 1,   /* op bound to entry */
+	VE_PEV_REJECTED,    /* proposal refused by validation (reason set) */
+	VE_PEV_COMPLETED,   /* an op of client finished on entry, ns = measured time */
+	VE_PEV_CLIENT_ADDED,
+	VE_PEV_CLIENT_REMOVED,
+};
+struct ve_policy_event {
+	uint32_t kind;
+	uint32_t client;
+	uint32_t op;	/* ready slot (BOUND/REJECTED) */
+	uint16_t entry;
+	uint16_t pad;
+	uint64_t key;
+	uint64_t ns;
+	uint32_t flags;
+	const char *reason;
+};
+
+/* Select flags. */
+#define VE_BIND_SHARE (1u << 0) /* allow sharing a leased entry with other ops/clients */
+
+struct ve_policy_ops {
+	uint32_t abi_version; /* VE_POLICY_ABI_VERSION */
+	const char *name;
+	const char *summary;
+	/* args: the text after ':' in VE_POLICY=name:args (may be ""). */
+	int (*init)(const char *args, const struct ve_policy_view *v, void **priv);
+	void (*fini)(void *priv);
+	int32_t (*pick)(void *priv, const struct ve_policy_view *v);
+	int32_t (*select)(void *priv, const struct ve_policy_view *v, uint32_t op,
+			  const uint16_t *eligible, uint32_t n, uint32_t *flags);
+	int (*prepare)(void *priv, const struct ve_policy_view *v, const struct ve_hint *h,
+		       struct ve_plan *plan);
+	void (*notify)(void *priv, const struct ve_policy_view *v, const struct ve_policy_event *ev);
+};
+
+/* Entry point an external policy .so exports. */
+typedef const struct ve_policy_ops *(*ve_policy_entry_fn)(void);
+
+#endif

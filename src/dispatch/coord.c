@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: MIT */
+#include "dispatch/coord.h"
+#include "util/util.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct client_state {
+	uint8_t active;
+	uint32_t flags;
+};
+
+static int run_prepare(struct ve_coord *c, const struct ve_hint *h);
+
+struct ve_coord {
+	struct ve_pool pool;
+	struct ve_readyq rq;
+	struct ve_profile *prof;
+	const struct ve_policy_ops *pol;
+	void *pol_priv;
+	void *pol_dl;
+	char pol_name[64];
+	struct ve_policy_view view;
+	struct client_state cl[VE_COORD_MAX_CLIENTS];
+	uint64_t *picked_round; /* per ready slot: last round it was picked in */
+	uint64_t rng;
+	uint64_t now_ns;
+	bool now_external;
+	bool log_decisions;
+	bool keep_leases;
+	struct ve_coord_stats st;
+};
+
+/* ------------------------------------------------------------ view helpers */
+
+static double view_predict(const struct ve_policy_view *v, const struct ve_ready_op *op,
+			   uint32_t sms)
+{
+	const struct ve_coord *c = v->coord;
+	return ve_profile_predict(c->prof, op, sms);
+}
+
+/* Admissible now for op's client: IDLE without conflicts, RESERVED for it,
+ * or LEASED with an open gate (the last only with VE_BIND_SHARE, checked at
+ * validation, because it puts two running ops on the same SMs). */
+static bool admissible(const struct ve_coord *c, const struct ve_ready_op *op, uint16_t e)
+{
+	const struct ve_pool_entry *pe = &c->pool.e[e];
+	if (pe->sms < op->min_sms)
+		return false;
+	return ve_pool_can_admit(&c->pool, e, (int32_t)op->client, true);
+}
+
+static uint32_t view_eligible(const struct ve_policy_view *v, uint32_t op, uint16_t *out,
+			      uint32_t max)
+{
+	const struct ve_coord *c = v->coord;
+	const struct ve_ready_op *o = ve_readyq_get(&c->rq, op);
+	uint32_t n = 0;
+	if (!o)
+		return 0;
+	for (uint32_t i = 0; i < c->pool.nentries && n < max; i++) {
+		uint16_t e = c->pool.by_size[i];
+		if (admissible(c, o, e))
+			out[n++] = e;
+	}
+	return n;
+}
+
+static uint64_t view_rand(const struct ve_policy_view *v)
+{
+	struct ve_coord *c = v->coord;
+	return ve__rand64(&c->rng);
+}
+
+static void refresh_view(struct ve_coord *c)
+{
+	c->view.now_ns = c->now_external ? c->now_ns : ve__now_ns();
+	c->view.nready = c->rq.nready;
+}
+
+/* ------------------------------------------------------------ create */
+
+int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, char *err,
+		    size_t errlen)
+{
+	char dummy[8];
+	if (!err) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = 0;
+	if (!cfg || !out || !cfg->leaf_sms || !cfg->nleaves) {
+		snprintf(err, errlen, "coordinator needs a leaf list");
+		return -EINVAL;
+	}
+	uint32_t max_clients = cfg->max_clients ? cfg->max_clients : 16;
+	if (max_clients > VE_COORD_MAX_CLIENTS) {
+		snprintf(err, errlen, "max_clients %u > %u", max_clients, VE_COORD_MAX_CLIENTS);
+		return -EINVAL;
+	}
+	struct ve_coord *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	int rc = ve_pool_init(&c->pool, cfg->leaf_sms, cfg->nleaves, cfg->max_entries);
+	if (rc) {
+		snprintf(err, errlen, "bad pool configuration (%u leaves, bound %u)", cfg->nleaves,
+			 cfg->max_entries);
+		goto fail;
+	}
+	rc = ve_readyq_init(&c->rq, cfg->ready_cap ? cfg->ready_cap : 4096, max_clients);
+	if (rc)
+		goto fail;
+	c->picked_round = calloc(c->rq.cap, sizeof(*c->picked_round));
+	if (!c->picked_round) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	uint32_t sizes[VE_POOL_MAX_ENTRIES];
+	for (uint32_t i = 0; i < c->pool.nentries; i++)
+		sizes[i] = c->pool.e[i].sms;
+	uint32_t sm_count = cfg->sm_count ? cfg->sm_count : c->pool.total_sms;
+	rc = ve_profile_create(sizes, c->pool.nentries, 16384, sm_count, &c->prof);
+	if (rc) {
+		snprintf(err, errlen, "profile store: %s", strerror(-rc));
+		goto fail;
+	}
+	if (cfg->profile_path && *cfg->profile_path) {
+		rc = ve_profile_load(c->prof, cfg->profile_path, err, errlen);
+		if (rc)
+			goto fail;
+	}
+	c->rng = cfg->seed ? cfg->seed : 0x5eed;
+	c->log_decisions = cfg->log_decisions || ve__log_level >= VE_LOG_DEBUG;
+	c->keep_leases = cfg->keep_leases;
+	c->view = (struct ve_policy_view){
+		.abi_version = VE_POLICY_ABI_VERSION,
+		.nclients = max_clients,
+		.pool = &c->pool,
+		.ops = c->rq.ops,
+		.nops = c->rq.cap,
+		.clients = c->rq.clients,
+		.predict = view_predict,
+		.eligible = view_eligible,
+		.rand = view_rand,
+		.coord = c,
+	};
+	const char *args = "";
+	rc = ve_policy_resolve(cfg->policy ? cfg->policy : "tput", &c->pol, &args, &c->pol_dl,
+			       err, errlen);
+	if (rc)
+		goto fail;
+	snprintf(c->pol_name, sizeof(c->pol_name), "%s", c->pol->name);
+	if (c->pol->init && (rc = c->pol->init(args, &c->view, &c->pol_priv))) {
+		snprintf(err, errlen, "policy %s rejected its arguments '%s': %s", c->pol->name,
+			 args, strerror(rc < 0 ? -rc : rc));
+		c->pol = NULL;
+		rc = rc < 0 ? rc : -EINVAL;
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	ve_coord_destroy(c);
+	return rc;
+}
+
+void ve_coord_destroy(struct ve_coord *c)
+{
+	if (!c)
+		return;
+	if (c->pol && c->pol->fini)
+		c->pol->fini(c->pol_priv);
+	if (c->pol_dl)
+		dlclose(c->pol_dl);
+	ve_profile_destroy(c->prof);
+	free(c->picked_round);
+	ve_readyq_fini(&c->rq);
+	ve_pool_fini(&c->pool);
+	free(c);
+}
+
+/* ------------------------------------------------------------ clients */
+
+int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags)
+{
+	if (client >= c->rq.nclients)
+		return -EINVAL;
+	if (c->cl[client].active)
+		return -EEXIST;
+	c->cl[client].active = 1;
+	c->cl[client].flags = flags;
+	c->rq.clients[client] = (struct ve_client_view){
+		.head = VE_READY_NIL, .active = 1, .latency = !!(flags & VE_READY_LATENCY)};
+	c->rq.tail[client] = VE_READY_NIL;
+	if (c->pol->notify) {
+		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_ADDED, .client = client,
+					     .flags = flags};
+		c->pol->notify(c->pol_priv, &c->view, &ev);
+	}
+	VE_INFO("coord: client %u registered%s", client,
+		(flags & VE_READY_LATENCY) ? " (latency class)" : "");
+	return 0;
+}
+
+int ve_coord_client_remove(struct ve_coord *c, uint32_t client)
+{
+	if (client >= c->rq.nclients || !c->cl[client].active)
+		return -ENOENT;
+	uint32_t dropped = ve_readyq_drop_client(&c->rq, client);
+	ve_pool_release_client(&c->pool, (int32_t)client);
+	c->cl[client].active = 0;
+	c->rq.clients[client].active = 0;
+	if (c->pol->notify) {
+		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_REMOVED, .client = client};
+		c->pol->notify(c->pol_priv, &c->view, &ev);
+	}
+	VE_INFO("coord: client %u removed (%u ready ops dropped, leases draining)", client,
+		dropped);
+	return 0;
+}
+
+/* ------------------------------------------------------------ ready / schedule */
+
+int ve_coord_ready(struct ve_coord *c, const struct ve_ready_op *op)
+{
+	if (op->client >= c->rq.nclients || !c->cl[op->client].active)
+		return -ENOENT;
+	int s = ve_readyq_push(&c->rq, op);
+	return s < 0 ? s : 0;
+}
+
+static void decision_log(struct ve_coord *c, const struct ve_ready_op *o, int entry,
+			 const char *verdict, const char *reason)
+{
+	if (!c->log_decisions)
+		return;
+	ve__log(VE_LOG_DEBUG,
+		"decide round=%llu policy=%s op=%u:%llx key=%016llx blocks=%llu proposal=%d(%u SMs) "
+		"verdict=%s%s%s",
+		(unsigned long long)c->st.rounds, c->pol_name, o->client,
+		(unsigned long long)o->tok, (unsigned long long)o->key,
+		(unsigned long long)o->blocks, entry,
+		entry >= 0 && (uint32_t)entry < c->pool.nentries ? c->pool.e[entry].sms : 0,
+		verdict, reason ? " reason=" : "", reason ? reason : "");
+}
+
+static void notify_reject(struct ve_coord *c, uint32_t op, int entry, const char *why)
+{
+	c->st.rejects++;
+	decision_log(c, &c->rq.ops[op], entry, "reject", why);
+	if (c->pol->notify) {
+		struct ve_policy_event ev = {.kind = VE_PEV_REJECTED,
+					     .client = c->rq.ops[op].client,
+					     .op = op,
+					     .entry = (uint16_t)(entry < 0 ? (int)VE_POOL_NONE : entry),
+					     .key = c->rq.ops[op].key,
+					     .reason = why};
+		c->pol->notify(c->pol_priv, &c->view, &ev);
+	}
+}
+
+/* The dispatcher-side check of a proposal (paper 4.4: op ready, entry
+ * eligible to run the descriptor unchanged, lease and gate compatible). */
+static const char *validate(struct ve_coord *c, const struct ve_ready_op *o, int32_t e,
+			    uint32_t flags)
+{
+	if (e < 0 || (uint32_t)e >= c->pool.nentries)
+		return "no such entry";
+	const struct ve_pool_entry *pe = &c->pool.e[e];
+	if (pe->sms < o->min_sms)
+		return "entry smaller than the launch needs (cooperative/cluster)";
+	bool share = flags & VE_BIND_SHARE;
+	if (!ve_pool_can_admit(&c->pool, (uint16_t)e, (int32_t)o->client, share))
+		return pe->state == VE_ENTRY_DRAINING ? "gate closed (draining)"
+		       : pe->state == VE_ENTRY_RESERVED ? "reserved for another client"
+		       : (pe->leaves & c->pool.claimed) ? "SMs claimed by a pending reservation"
+							: "conflicts with a busy entry";
+	if (pe->outstanding > 0 && !share)
+		return "entry has running work and the policy did not ask to share";
+	return NULL;
+}
+
+int ve_coord_schedule(struct ve_coord *c, struct ve_binding *out, int max)
+{
+	uint64_t t0 = ve__now_ns();
+	c->st.rounds++;
+	c->view.round = c->st.rounds;
+	refresh_view(c);
+	run_prepare(c, NULL); /* the policy's tick */
+	int n = 0, rejects = 0;
+	uint16_t elig[VE_POOL_MAX_ENTRIES];
+	while (n < max && c->rq.nready) {
+		int32_t op = c->pol->pick(c->pol_priv, &c->view);
+		if (op < 0)
+			break;
+		c->st.picks++;
+		if ((uint32_t)op >= c->rq.cap || !c->rq.ops[op].in_use) {
+			VE_WARN("policy %s picked slot %d, which holds no ready op", c->pol_name, op);
+			c->st.rejects++;
+			break;
+		}
+		if (c->picked_round[op] == c->st.rounds)
+			break; /* picked twice in one round: it has nothing new to say */
+		c->picked_round[op] = c->st.rounds;
+		uint32_t ne = view_eligible(&c->view, (uint32_t)op, elig, VE_POOL_MAX_ENTRIES);
+		if (ne == 0) {
+			c->st.defers++;
+			decision_log(c, &c->rq.ops[op], -1, "defer", "no eligible entry now");
+			continue;
+		}
+		uint32_t flags = 0;
+		int32_t e = c->pol->select(c->pol_priv, &c->view, (uint32_t)op, elig, ne, &flags);
+		if (e < 0) {
+			c->st.defers++;
+			decision_log(c, &c->rq.ops[op], -1, "defer", "policy deferred");
+			continue;
+		}
+		const char *why = validate(c, &c->rq.ops[op], e, flags);
+		if (why) {
+			notify_reject(c, (uint32_t)op, e, why);
+			if (++rejects >= 4)
+				break;
+			continue;
+		}
+		struct ve_pool_entry *pe = &c->pool.e[e];
+		int rc = 0;
+		if (pe->state != VE_ENTRY_LEASED || pe->holder != (int32_t)c->rq.ops[op].client)
+			rc = ve_pool_lease(&c->pool, (uint16_t)e, (int32_t)c->rq.ops[op].client,
+					   flags & VE_BIND_SHARE);
+		if (rc == 0)
+			rc = ve_pool_op_start(&c->pool, (uint16_t)e);
+		if (rc) {
+			notify_reject(c, (uint32_t)op, e, "pool refused the lease");
+			if (++rejects >= 4)
+				break;
+			continue;
+		}
+		struct ve_binding *b = &out[n++];
+		b->op = c->rq.ops[op];
+		b->entry = (uint16_t)e;
+		b->flags = flags;
+		c->rq.clients[b->op.client].running++;
+		c->rq.clients[b->op.client].bound++;
+		c->st.bindings++;
+		decision_log(c, &b->op, e, "bind", NULL);
+		ve_readyq_remove(&c->rq, (uint32_t)op);
+		if (c->pol->notify) {
+			struct ve_policy_event ev = {.kind = VE_PEV_BOUND,
+						     .client = b->op.client,
+						     .op = (uint32_t)op,
+						     .entry = (uint16_t)e,
+						     .key = b->op.key,
+						     .flags = flags};
+			c->pol->notify(c->pol_priv, &c->view, &ev);
+		}
+	}
+	c->st.decide_ns += ve__now_ns() - t0;
+	return n;
+}
+
+/* Releases a lease whose last op finished, unless leases are kept. */
+static void maybe_release(struct ve_coord *c, uint16_t entry)
+{
+	struct ve_pool_entry *pe = &c->pool.e[entry];
+	if (pe->state == VE_ENTRY_LEASED && pe->outstanding == 0 && !c->keep_leases) {
+		ve_pool_close_gate(&c->pool, entry);
+		c->st.drains++;
+	}
+}
+
+int ve_coord_submit_failed(struct ve_coord *c, const struct ve_binding *b, int status)
+{
+	c->st.failed_submits++;
+	if (b->entry < c->pool.nentries) {
+		ve_pool_op_done(&c->pool, b->entry);
+		maybe_release(c, b->entry);
+	}
+	if (b->op.client < c->rq.nclients && c->rq.clients[b->op.client].running)
+		c->rq.clients[b->op.client].running--;
+	VE_DEBUG("coord: submission of op %u:%llx on entry %u failed (%d); back to the ready queue",
+		 b->op.client, (unsigned long long)b->op.tok, b->entry, status);
+	if (b->op.client >= c->rq.nclients || !c->cl[b->op.client].active)
+		return -ENOENT;
+	int s = ve_readyq_push_aged(&c->rq, &b->op);
+	return s < 0 ? s : 0;
+}
+
+int ve_coord_done(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
+		  uint64_t measured_ns)
+{
+	if (entry >= c->pool.nentries)
+		return -EINVAL;
+	struct ve_pool_entry *pe = &c->pool.e[entry];
+	bool exclusive = pe->holder != VE_HOLDER_SHARED && pe->outstanding == 1;
+	int rc = ve_pool_op_done(&c->pool, entry);
+	if (rc < 0)
+		return rc;
+	maybe_release(c, entry);
+	c->st.completions++;
+	if (client < c->rq.nclients) {
+		if (c->rq.clients[client].running)
+			c->rq.clients[client].running--;
+		c->rq.clients[client].completed++;
+	}
+	/* Only an op that had its entry to itself says what T(key, m) is. */
+	if (measured_ns && exclusive && key)
+		ve_profile_observe(c->prof, key, pe->sms, (double)measured_ns);
+	if (c->pol->notify) {
+		struct ve_policy_event ev = {.kind = VE_PEV_COMPLETED,
+					     .client = client,
+					     .entry = entry,
+					     .key = key,
+					     .ns = measured_ns};
+		c->pol->notify(c->pol_priv, &c->view, &ev);
+	}
+	return 0;
+}
+
+static void apply_plan(struct ve_coord *c, const struct ve_plan *plan)
+{
+	for (uint32_t i = 0; i < plan->ngates && i < VE_PLAN_MAX_GATES; i++) {
+		uint16_t g = plan->gates[i];
+		if (g < c->pool.nentries && c->pool.e[g].state == VE_ENTRY_LEASED &&
+		    ve_pool_close_gate(&c->pool, g) == 0)
+			c->st.gate_closes++;
+	}
+	if (plan->unreserve < c->pool.nentries &&
+	    c->pool.e[plan->unreserve].state == VE_ENTRY_RESERVED)
+		ve_pool_unreserve(&c->pool, plan->unreserve);
+	if (plan->reserve < c->pool.nentries) {
+		int rc = ve_pool_reserve(&c->pool, plan->reserve, (int32_t)plan->reserve_for);
+		if (rc >= 0)
+			c->st.reservations++;
+		else
+			VE_DEBUG("coord: reservation of entry %u for client %u refused (%d)",
+				 plan->reserve, plan->reserve_for, rc);
+	}
+}
+
+static int run_prepare(struct ve_coord *c, const struct ve_hint *h)
+{
+	if (!c->pol->prepare)
+		return 0;
+	struct ve_plan plan = {.reserve = VE_POOL_NONE,
+			       .unreserve = VE_POOL_NONE,
+			       .reserve_for = h ? h->client : 0};
+	int rc = c->pol->prepare(c->pol_priv, &c->view, h, &plan);
+	if (rc == 0)
+		apply_plan(c, &plan);
+	return rc;
+}
+
+int ve_coord_hint(struct ve_coord *c, const struct ve_hint *h)
+{
+	if (!h || h->client >= c->rq.nclients || !c->cl[h->client].active)
+		return -ENOENT;
+	c->st.hints++;
+	refresh_view(c);
+	return run_prepare(c, h);
+}
+
+/* ------------------------------------------------------------ accessors */
+
+struct ve_pool *ve_coord_pool(struct ve_coord *c)
+{
+	return &c->pool;
+}
+
+struct ve_profile *ve_coord_profile(struct ve_coord *c)
+{
+	return c->prof;
+}
+
+const struct ve_policy_view *ve_coord_view(struct ve_coord *c)
+{
+	refresh_view(c);
+	return &c->view;
+}
+
+const char *ve_coord_policy_name(const struct ve_coord *c)
+{
+	return c->pol_name;
+}
+
+void ve_coord_stats(const struct ve_coord *c, struct ve_coord_stats *st)
+{
+	*st = c->st;
+}
+
+void ve_coord_set_now(struct ve_coord *c, uint64_t now_ns)
+{
+	c->now_external = true;
+	c->now_ns = now_ns;
+}

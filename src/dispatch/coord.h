@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator: ready queue + pool lease state + policy + profiles, and
+ * the validation between a policy's proposal and a binding (paper sections
+ * 4.4-4.5). One implementation serves both placements: a thread inside a
+ * single client (embedded) and the ved daemon for many processes; it never
+ * touches a CUDA handle, it only names entries by index.
+ *
+ * Life of a compute op here:
+ *   ve_coord_ready()          the op is ready (all predecessors complete)
+ *   ve_coord_schedule()       policy pick/select; each validated proposal
+ *                             leases the entry (provisionally) and becomes a
+ *                             binding handed to the client's submit path
+ *   ve_coord_submit_failed()  the submission failed: lease accounting undone,
+ *                             the op goes back to the ready queue at its age
+ *   ve_coord_done()           it completed: outstanding--, a lease with no
+ *                             work left closes its gate and is released
+ * Not thread-safe: one thread (the dispatcher or the daemon loop) owns it.
+ */
+#ifndef VE_DISPATCH_COORD_H
+#define VE_DISPATCH_COORD_H
+
+#include "core/readyq.h"
+#include "pool/pool.h"
+#include "profile/profile.h"
+#include "ve/ve_policy.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VE_COORD_MAX_CLIENTS VE_POLICY_MAX_CLIENTS
+
+struct ve_coord_config {
+	const uint32_t *leaf_sms; /* the split: leaf SM counts */
+	uint32_t nleaves;
+	uint32_t max_entries;	/* pool bound, 0 = full hierarchy */
+	uint32_t max_clients;	/* <= VE_COORD_MAX_CLIENTS (default 16) */
+	uint32_t ready_cap;	/* ready queue slots (default 4096) */
+	const char *policy;	/* "name[:args]" or a path to a .so; default "tput" */
+	const char *profile_path; /* optional profile file to load */
+	uint32_t sm_count;	/* for profile checks (0 = sum of leaves) */
+	uint64_t seed;		/* chaos and tie breaks */
+	bool log_decisions;	/* one debug line per decision (also VE_LOG_LEVEL=debug) */
+	bool keep_leases;	/* keep an entry leased at zero outstanding (default: release) */
+};
+
+struct ve_binding {
+	struct ve_ready_op op; /* copy of the ready record */
+	uint16_t entry;
+	uint16_t pad;
+	uint32_t flags; /* VE_BIND_* */
+};
+
+struct ve_coord_stats {
+	uint64_t rounds, picks, bindings, rejects, defers, failed_submits, completions;
+	uint64_t drains, reservations, hints, gate_closes;
+	uint64_t decide_ns; /* time spent in schedule() */
+};
+
+struct ve_coord;
+
+int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, char *err,
+		    size_t errlen);
+void ve_coord_destroy(struct ve_coord *c);
+
+/* Clients. flags: VE_READY_LATENCY marks a latency-class client. */
+int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags);
+/* The client is gone: drop its ready ops, close gates of its leases and drop
+ * its reservations; its running ops may still complete through ve_coord_done. */
+int ve_coord_client_remove(struct ve_coord *c, uint32_t client);
+
+int ve_coord_ready(struct ve_coord *c, const struct ve_ready_op *op);
+int ve_coord_schedule(struct ve_coord *c, struct ve_binding *out, int max);
+int ve_coord_submit_failed(struct ve_coord *c, const struct ve_binding *b, int status);
+/* measured_ns: the op's run time on the entry (0 if unknown). */
+int ve_coord_done(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
+		  uint64_t measured_ns);
+int ve_coord_hint(struct ve_coord *c, const struct ve_hint *h);
+
+struct ve_pool *ve_coord_pool(struct ve_coord *c);
+struct ve_profile *ve_coord_profile(struct ve_coord *c);
+const struct ve_policy_view *ve_coord_view(struct ve_coord *c);
+const char *ve_coord_policy_name(const struct ve_coord *c);
+void ve_coord_stats(const struct ve_coord *c, struct ve_coord_stats *st);
+/* Virtual or real clock for ages and deadlines (the sim sets virtual time). */
+void ve_coord_set_now(struct ve_coord *c, uint64_t now_ns);
+
+/* Policy registry (src/policy/registry.c). */
+const struct ve_policy_ops *ve_policy_builtin(const char *name);
+/* name[:args] of a built-in, or a path to a .so exporting ve_policy_entry. */
+int ve_policy_resolve(const char *spec, const struct ve_policy_ops **ops, const char **args,
+		      void **dl_handle, char *err, size_t errlen);
+/* Comma-separated built-in names (for --help). */
+const char *ve_policy_builtin_names(void);
+
+#endif

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client-side dispatcher (paper section 4.4, DESIGN.md section 7): moves
+ * ready ops from vctxs to where they run, submits bindings, and propagates
+ * completions.
+ *
+ *   compute ops -> coordinator ready queue -> policy -> binding -> submit the
+ *                  unchanged descriptor on a lane of the bound entry
+ *   copies, memsets, timed event records, plain calls -> a copy lane
+ *   host functions -> the host executor (a thread, or inline for the sim)
+ *   completion -> vctx token satisfied (dependents become ready) and the
+ *                 coordinator's outstanding count for the entry decremented
+ *
+ * A binding whose submission fails goes back to the coordinator's ready
+ * queue at its age; the op is never lost or run twice. Strict late binding
+ * (window 0): an op is submitted only after all its predecessors completed.
+ *
+ * Threading: ve_dispatcher_poll() does one pass and may be driven by a test
+ * or ve-sim; ve_dispatcher_start() runs passes on a thread of its own that
+ * spins while work is in flight and sleeps when idle.
+ */
+#ifndef VE_DISPATCH_DISPATCHER_H
+#define VE_DISPATCH_DISPATCHER_H
+
+#include "backend/backend.h"
+#include "core/vctx.h"
+#include "dispatch/coord.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ve_trace;
+
+struct ve_dispatcher_config {
+	struct ve_backend *backend;
+	struct ve_coord *coord;
+	uint32_t lanes_per_entry; /* backend streams per pool entry (default 4) */
+	uint32_t copy_lanes;	  /* default 4 */
+	uint32_t max_inflight;	  /* default 16384 */
+	bool host_inline;	  /* run host functions inside poll() (sim, tests) */
+	struct ve_trace *trace;	  /* optional */
+	/* Optional observer of every submission and completion (tests). */
+	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
+			  const struct ve_desc *d);
+	void (*on_complete)(void *arg, uint32_t client, ve_tok tok, uint32_t lane, int status);
+	void *observer_arg;
+};
+
+struct ve_dispatcher_stats {
+	uint64_t passes, popped, bound, submitted, submit_failures, completed, host_fns, copies;
+	uint64_t sleeps, wakeups;
+	uint32_t inflight;
+};
+
+struct ve_dispatcher;
+
+int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispatcher **out);
+/* Stops the thread if running; in-flight work is abandoned (sync first). */
+void ve_dispatcher_destroy(struct ve_dispatcher *d);
+
+/* Attach a vctx as client 'client' (also registers it with the coordinator).
+ * Set the vctx's notify_ready to ve_dispatcher_notify with the dispatcher as
+ * its argument so a sleeping dispatcher thread wakes for new work. */
+int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t client,
+			 uint32_t flags);
+int ve_dispatcher_detach(struct ve_dispatcher *d, uint32_t client);
+void ve_dispatcher_notify(void *dispatcher);
+
+/* One pass: ready ops in, bindings out, completions back. Returns the number
+ * of things it moved (0 = nothing to do right now). */
+int ve_dispatcher_poll(struct ve_dispatcher *d);
+/* Nothing ready, nothing in flight, nothing queued for the host executor. */
+bool ve_dispatcher_quiescent(struct ve_dispatcher *d);
+uint32_t ve_dispatcher_inflight(struct ve_dispatcher *d);
+
+/* A lookahead advisory (e.g. a decode step is about to start) for the policy. */
+int ve_dispatcher_hint(struct ve_dispatcher *d, const struct ve_hint *h);
+
+int ve_dispatcher_start(struct ve_dispatcher *d);
+void ve_dispatcher_stop(struct ve_dispatcher *d);
+void ve_dispatcher_stats(struct ve_dispatcher *d, struct ve_dispatcher_stats *st);
+
+#endif

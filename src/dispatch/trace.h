@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Chrome/Perfetto trace (DESIGN.md section 12): one track ("process") per
+ * pool entry, one row per lane, one slice per op with client, stream, kind
+ * and SMs. Events go to a preallocated array (no allocation while running);
+ * when it is full further events are counted and dropped, and the file says
+ * so. Written once, at the end (ve_trace_write). Single writer.
+ */
+#ifndef VE_DISPATCH_TRACE_H
+#define VE_DISPATCH_TRACE_H
+
+#include <stdint.h>
+
+struct ve_trace_event {
+	uint64_t t_start_ns, t_end_ns;
+	uint64_t key;
+	uint32_t lane;
+	uint32_t client;
+	uint32_t stream;
+	uint32_t sms;
+	uint16_t entry; /* 0xffff: copy lane */
+	uint8_t kind;	/* enum ve_op_kind */
+	uint8_t status_bad;
+};
+
+struct ve_trace;
+
+int ve_trace_create(uint32_t cap, struct ve_trace **out);
+void ve_trace_destroy(struct ve_trace *t);
+void ve_trace_add(struct ve_trace *t, const struct ve_trace_event *ev);
+/* Client names for the slices (optional); index = client id. */
+void ve_trace_set_client_name(struct ve_trace *t, uint32_t client, const char *name);
+int ve_trace_write(const struct ve_trace *t, const char *path);
+uint64_t ve_trace_dropped(const struct ve_trace *t);
+uint32_t ve_trace_count(const struct ve_trace *t);
+
+#endif

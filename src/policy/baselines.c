@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Baselines on the same mechanism (same vctx, pool, validation; only the
+ * choices differ), plus the chaos policy used by tests.
+ *
+ *  whole: every op on the whole-GPU entry, shared by everyone. Models one
+ *         context with no partitioning (the hardware scheduler interleaves
+ *         concurrent kernels; across processes without MPS the driver time
+ *         slices instead, which ve-sim cannot model this way, see docs).
+ *  fixed: a static partition per client, like MPS percentages or MIG: the
+ *         leaves are split into `parts` contiguous groups balanced by SMs
+ *         (default: 2), client c uses group c % parts, and its ops share its
+ *         group's largest entry. Knob: fixed:parts=N.
+ *  chaos: a random ready op and a random eligible entry for every binding,
+ *         sharing allowed. Results must still be bitwise identical to a
+ *         native run; tests use it to prove bindings do not matter.
+ */
+#include "policy/policies.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- whole */
+
+static int32_t whole_pick(void *priv, const struct ve_policy_view *v)
+{
+	return ve__policy_oldest(v);
+}
+
+static int32_t whole_select(void *priv, const struct ve_policy_view *v, uint32_t op,
+			    const uint16_t *eligible, uint32_t n, uint32_t *flags)
+{
+	*flags |= VE_BIND_SHARE;
+	for (uint32_t i = 0; i < n; i++)
+		if (eligible[i] == v->pool->root)
+			return v->pool->root;
+	return -1;
+}
+
+const struct ve_policy_ops ve_policy_whole = {
+	.abi_version = VE_POLICY_ABI_VERSION,
+	.name = "whole",
+	.summary = "every op on the whole GPU, shared (one context, no partitioning)",
+	.pick = whole_pick,
+	.select = whole_select,
+};
+
+/* ---------------------------------------------------------------- fixed */
+
+struct fixed {
+	uint32_t parts;
+	uint64_t group[VE_POOL_MAX_LEAVES]; /* leaf masks per part */
+	uint16_t home[VE_POOL_MAX_LEAVES];  /* largest entry inside each group */
+	uint64_t round;
+	uint64_t tried[VE_POLICY_MAX_CLIENTS / 64 + 1];
+};
+
+static int fixed_kv(const char *k, const char *val, void *arg)
+{
+	struct fixed *f = arg;
+	uint64_t n;
+	if (strcmp(k, "parts") != 0 || ve__parse_u64(val, &n) || n == 0 || n > 64)
+		return -EINVAL;
+	f->parts = (uint32_t)n;
+	return 0;
+}
+
+static int fixed_init(const char *args, const struct ve_policy_view *v, void **priv)
+{
+	struct fixed *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->parts = 2;
+	int rc = ve__policy_parse_args(args, fixed_kv, f);
+	const struct ve_pool *p = v->pool;
+	if (!rc && f->parts > p->nleaves)
+		rc = -EINVAL;
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	/* Contiguous groups; a group takes the next leaf while that brings its
+	 * running total closer to its share (so powers of two give tree nodes),
+	 * leaving at least one leaf for each later group. */
+	uint32_t leaf = 0;
+	uint64_t acc = 0;
+	for (uint32_t g = 0; g < f->parts; g++) {
+		uint64_t target = (uint64_t)p->total_sms * (g + 1) / f->parts;
+		uint32_t later = f->parts - g - 1;
+		do {
+			f->group[g] |= 1ull << leaf;
+			acc += p->leaf_sms[leaf++];
+		} while (leaf < p->nleaves && p->nleaves - leaf > later &&
+			 (g == f->parts - 1 ||
+			  (acc + p->leaf_sms[leaf] > target ? acc + p->leaf_sms[leaf] - target
+							   : target - acc - p->leaf_sms[leaf]) <
+				  (acc > target ? acc - target : target - acc)));
+		uint32_t best = 0;
+		f->home[g] = VE_POOL_NONE;
+		for (uint32_t e = 0; e < p->nentries; e++)
+			if ((p->e[e].leaves & ~f->group[g]) == 0 && p->e[e].sms > best) {
+				best = p->e[e].sms;
+				f->home[g] = (uint16_t)e;
+			}
+	}
+	f->round = UINT64_MAX;
+	*priv = f;
+	return 0;
+}
+
+static void fixed_fini(void *priv)
+{
+	free(priv);
+}
+
+static int32_t fixed_pick(void *priv, const struct ve_policy_view *v)
+{
+	struct fixed *f = priv;
+	if (f->round != v->round) {
+		f->round = v->round;
+		memset(f->tried, 0, sizeof(f->tried));
+	}
+	/* Oldest head among clients not yet tried this round: each client's
+	 * partition is independent, so one full partition must not stop the rest. */
+	int32_t best = -1;
+	uint64_t age = UINT64_MAX;
+	for (uint32_t c = 0; c < v->nclients; c++) {
+		uint32_t h = v->clients[c].head;
+		if (h == VE_READY_NIL || (f->tried[c / 64] >> (c % 64) & 1))
+			continue;
+		if (v->ops[h].ready_ns < age) {
+			age = v->ops[h].ready_ns;
+			best = (int32_t)h;
+		}
+	}
+	if (best >= 0) {
+		uint32_t c = v->ops[best].client;
+		f->tried[c / 64] |= 1ull << (c % 64);
+	}
+	return best;
+}
+
+static int32_t fixed_select(void *priv, const struct ve_policy_view *v, uint32_t op,
+			    const uint16_t *eligible, uint32_t n, uint32_t *flags)
+{
+	struct fixed *f = priv;
+	uint32_t g = v->ops[op].client % f->parts;
+	uint16_t home = f->home[g];
+	*flags |= VE_BIND_SHARE; /* a client's concurrent kernels share its partition */
+	for (uint32_t i = 0; i < n; i++)
+		if (eligible[i] == home)
+			return home;
+	return -1;
+}
+
+const struct ve_policy_ops ve_policy_fixed = {
+	.abi_version = VE_POLICY_ABI_VERSION,
+	.name = "fixed",
+	.summary = "static partition per client (like MIG or MPS percentages); fixed:parts=N",
+	.init = fixed_init,
+	.fini = fixed_fini,
+	.pick = fixed_pick,
+	.select = fixed_select,
+};
+
+/* ---------------------------------------------------------------- chaos */
+
+static int32_t chaos_pick(void *priv, const struct ve_policy_view *v)
+{
+	if (!v->nready)
+		return -1;
+	uint32_t k = (uint32_t)(v->rand(v) % v->nready);
+	for (uint32_t s = 0; s < v->nops; s++)
+		if (v->ops[s].in_use && k-- == 0)
+			return (int32_t)s;
+	return -1;
+}
+
+static int32_t chaos_select(void *priv, const struct ve_policy_view *v, uint32_t op,
+			    const uint16_t *eligible, uint32_t n, uint32_t *flags)
+{
+	*flags |= VE_BIND_SHARE;
+	return n ? eligible[v->rand(v) % n] : -1;
+}
+
+const struct ve_policy_ops ve_policy_chaos = {
+	.abi_version = VE_POLICY_ABI_VERSION,
+	.name = "chaos",
+	.summary = "random ready op, random eligible entry (tests: bindings must not matter)",
+	.pick = chaos_pick,
+	.select = chaos_select,
+};

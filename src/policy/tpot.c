@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TPOT-First (paper section 5): Throughput-Oriented plus decode protection.
+ *
+ *  - A standing exclusive reservation of `reserve` SMs (the smallest tree
+ *    entry of at least that size, taken from the high end of the leaf range
+ *    so best-effort work keeps one large contiguous block) for the first
+ *    latency-class client. Latency ops run there; best-effort ops never can.
+ *  - Per-op deadlines: the op's own deadline_ns if the client sent one,
+ *    else the completion of that client's previous latency op + tpot_ms.
+ *  - Risk: predicted finish = now + predicted time of the client's latency
+ *    ops queued ahead of it + T(op, reservation size). An op at risk gets,
+ *    through prepare (on a lookahead hint, or at the next tick if it is
+ *    already ready), the smallest wider entry containing the reservation
+ *    predicted to meet its deadline: overlapping best-effort gates close
+ *    (their running work finishes, nothing new enters) and the entry is
+ *    reserved, taking effect when they have drained. It is released after
+ *    the op completed on it.
+ *  - Pick: earliest-deadline latency op first (at-risk ones before others),
+ *    then the Throughput-Oriented plan for everyone else. If the prepared or
+ *    standing entry is not available, a latency op takes an idle entry big
+ *    enough for its deadline, else the reservation shared, else it waits.
+ * Knobs: tpot:reserve=16,tpot_ms=50,min_gain=...,starve_ms=... (the last two
+ * go to the embedded Throughput-Oriented plan).
+ */
+#include "policy/policies.h"
+#include "policy/tput_impl.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tpot {
+	struct tput *tp;
+	uint32_t reserve_sms;
+	uint64_t tpot_ns;
+	uint16_t standing;	/* entry of the standing reservation */
+	int32_t holder;		/* latency client owning it, -1 none */
+	bool want_standing;	/* reservation to (re)establish at the next tick */
+	uint16_t wide;		/* prepared wider entry, VE_POOL_NONE */
+	bool wide_used;		/* a latency op completed on it: release at next tick */
+	uint64_t round;
+	uint64_t lat_mask[VE_POLICY_MAX_CLIENTS / 64 + 1];
+	uint64_t last_done[VE_POLICY_MAX_CLIENTS];
+	uint32_t served; /* latency ops handed out this round */
+	char tput_args[256];
+};
+
+static int tpot_kv(const char *k, const char *val, void *arg)
+{
+	struct tpot *t = arg;
+	double d;
+	if (ve__parse_double(val, &d) || d < 0)
+		return -EINVAL;
+	if (strcmp(k, "reserve") == 0 && d >= 1)
+		t->reserve_sms = (uint32_t)d;
+	else if (strcmp(k, "tpot_ms") == 0 && d > 0)
+		t->tpot_ns = (uint64_t)(d * 1e6);
+	else if (strcmp(k, "min_gain") == 0 || strcmp(k, "starve_ms") == 0) {
+		size_t n = strlen(t->tput_args);
+		snprintf(t->tput_args + n, sizeof(t->tput_args) - n, "%s%s=%s", n ? "," : "", k,
+			 val);
+	} else
+		return -EINVAL;
+	return 0;
+}
+
+/* Smallest tree entry (not a remainder) of >= want SMs; among equals, the
+ * one over the highest leaves. */
+static uint16_t choose_standing(const struct ve_pool *p, uint32_t want)
+{
+	uint16_t best = VE_POOL_NONE;
+	for (uint32_t i = 0; i < p->nentries; i++) {
+		uint16_t e = p->by_size[i];
+		const struct ve_pool_entry *pe = &p->e[e];
+		if (pe->kind == VE_ENTRY_REMAINDER || pe->sms < want)
+			continue;
+		if (best != VE_POOL_NONE && pe->sms > p->e[best].sms)
+			break;
+		if (best == VE_POOL_NONE || pe->leaves > p->e[best].leaves)
+			best = e;
+	}
+	return best;
+}
+
+static int tpot_init(const char *args, const struct ve_policy_view *v, void **priv)
+{
+	struct tpot *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->reserve_sms = 16;
+	t->tpot_ns = 50 * 1000000ull;
+	t->holder = -1;
+	t->wide = VE_POOL_NONE;
+	t->round = UINT64_MAX;
+	int rc = ve__policy_parse_args(args, tpot_kv, t);
+	if (!rc && t->reserve_sms >= v->pool->total_sms)
+		rc = -EINVAL;
+	if (!rc)
+		rc = ve__tput_create(t->tput_args, v, &t->tp);
+	if (!rc) {
+		t->standing = choose_standing(v->pool, t->reserve_sms);
+		if (t->standing == VE_POOL_NONE || t->standing == v->pool->root)
+			rc = -EINVAL;
+	}
+	if (rc) {
+		if (t->tp)
+			ve__tput_destroy(t->tp);
+		free(t);
+		return rc;
+	}
+	*priv = t;
+	return 0;
+}
+
+static void tpot_fini(void *priv)
+{
+	struct tpot *t = priv;
+	ve__tput_destroy(t->tp);
+	free(t);
+}
+
+static bool is_latency(const struct tpot *t, const struct ve_ready_op *o)
+{
+	return (o->flags & VE_READY_LATENCY) || (t->lat_mask[o->client / 64] >> (o->client % 64) & 1);
+}
+
+static uint64_t deadline_of(const struct tpot *t, const struct ve_ready_op *o)
+{
+	if (o->deadline_ns)
+		return o->deadline_ns;
+	uint64_t base = t->last_done[o->client];
+	if (!base || base < o->ready_ns)
+		base = o->ready_ns;
+	return base + t->tpot_ns;
+}
+
+/* Predicted finish on an entry of m SMs, behind the client's older latency ops. */
+static uint64_t predict_finish(const struct tpot *t, const struct ve_policy_view *v,
+			       const struct ve_ready_op *o, uint32_t m)
+{
+	double ahead = 0;
+	for (uint32_t s = v->clients[o->client].head; s != VE_READY_NIL; s = v->ops[s].next) {
+		if (&v->ops[s] == o)
+			break;
+		if (is_latency(t, &v->ops[s]))
+			ahead += v->predict(v, &v->ops[s], m);
+	}
+	return v->now_ns + (uint64_t)(ahead + v->predict(v, o, m));
+}
+
+/* Smallest entry containing the standing reservation predicted to meet d. */
+static uint16_t widen_for(const struct tpot *t, const struct ve_policy_view *v,
+			  const struct ve_ready_op *o, uint64_t start, uint64_t d)
+{
+	const struct ve_pool *p = v->pool;
+	uint64_t core = p->e[t->standing].leaves;
+	uint16_t last = VE_POOL_NONE;
+	for (uint32_t i = 0; i < p->nentries; i++) {
+		uint16_t e = p->by_size[i];
+		if (e == t->standing || (p->e[e].leaves & core) != core)
+			continue;
+		last = e;
+		if (start + (uint64_t)v->predict(v, o, p->e[e].sms) <= d)
+			return e;
+	}
+	return last; /* nothing meets it: the widest helps most */
+}
+
+static void plan_widen(struct tpot *t, const struct ve_policy_view *v, uint16_t w,
+		       uint32_t client, struct ve_plan *plan)
+{
+	const struct ve_pool *p = v->pool;
+	plan->reserve = w;
+	plan->reserve_for = client;
+	for (uint32_t e = 0; e < p->nentries && plan->ngates < VE_PLAN_MAX_GATES; e++) {
+		const struct ve_pool_entry *pe = &p->e[e];
+		if (pe->state == VE_ENTRY_LEASED && (pe->leaves & p->e[w].leaves) &&
+		    pe->holder != (int32_t)client)
+			plan->gates[plan->ngates++] = (uint16_t)e;
+	}
+	t->wide = w;
+	t->wide_used = false;
+}
+
+static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct ve_hint *h,
+			struct ve_plan *plan)
+{
+	struct tpot *t = priv;
+	const struct ve_pool *p = v->pool;
+	if (h) {
+		/* Lookahead: an anticipated latency op (e.g. a decode behind a copy). */
+		if (t->holder < 0 || h->client != (uint32_t)t->holder || t->wide != VE_POOL_NONE)
+			return 0;
+		struct ve_ready_op o = {.key = h->key, .blocks = h->blocks, .threads = h->threads,
+					.min_sms = h->min_sms, .client = h->client,
+					.deadline_ns = h->deadline_ns};
+		uint64_t start = h->expect_ready_ns > v->now_ns ? h->expect_ready_ns : v->now_ns;
+		uint64_t d = h->deadline_ns ? h->deadline_ns : start + t->tpot_ns;
+		if (start + (uint64_t)v->predict(v, &o, p->e[t->standing].sms) <= d)
+			return 0;
+		uint16_t w = widen_for(t, v, &o, start, d);
+		if (w != VE_POOL_NONE)
+			plan_widen(t, v, w, h->client, plan);
+		return 0;
+	}
+	/* Tick. Keep the standing reservation in place: leasing a reserved entry
+	 * uses the reservation up, so after each latency op drains it is renewed
+	 * here, before any best-effort plan of this round can take those SMs. */
+	if (t->holder >= 0) {
+		const struct ve_pool_entry *se = &p->e[t->standing];
+		bool held = se->reserve_for == t->holder &&
+			    (se->state == VE_ENTRY_RESERVED || ve_pool_pending(p, t->standing));
+		bool in_use = se->state == VE_ENTRY_LEASED && se->holder == t->holder;
+		if (!held && !in_use && se->state != VE_ENTRY_DRAINING) {
+			plan->reserve = t->standing;
+			plan->reserve_for = (uint32_t)t->holder;
+			/* Best-effort work on those SMs drains; nothing new enters. */
+			if (t->want_standing)
+				for (uint32_t e = 0; e < p->nentries && plan->ngates < VE_PLAN_MAX_GATES;
+				     e++)
+					if (p->e[e].state == VE_ENTRY_LEASED &&
+					    (p->e[e].leaves & se->leaves))
+						plan->gates[plan->ngates++] = (uint16_t)e;
+			t->want_standing = false;
+			return 0;
+		}
+	}
+	/* Release a wider entry once its op is done with it. */
+	if (t->wide != VE_POOL_NONE && t->wide_used) {
+		const struct ve_pool_entry *we = &p->e[t->wide];
+		if (we->state == VE_ENTRY_RESERVED) {
+			plan->unreserve = t->wide;
+			t->wide = VE_POOL_NONE;
+			return 0;
+		}
+		if (we->state == VE_ENTRY_IDLE && we->reserve_for == VE_HOLDER_NONE)
+			t->wide = VE_POOL_NONE;
+	}
+	/* A ready latency op already at risk and nothing prepared: prepare now. */
+	if (t->holder >= 0 && t->wide == VE_POOL_NONE) {
+		uint32_t c = (uint32_t)t->holder;
+		for (uint32_t s = v->clients[c].head; s != VE_READY_NIL; s = v->ops[s].next) {
+			const struct ve_ready_op *o = &v->ops[s];
+			if (!is_latency(t, o))
+				continue;
+			uint64_t d = deadline_of(t, o);
+			if (predict_finish(t, v, o, p->e[t->standing].sms) <= d)
+				break;
+			uint16_t w = widen_for(t, v, o, v->now_ns, d);
+			if (w != VE_POOL_NONE)
+				plan_widen(t, v, w, c, plan);
+			break;
+		}
+	}
+	return 0;
+}
+
+static int32_t tpot_pick(void *priv, const struct ve_policy_view *v)
+{
+	struct tpot *t = priv;
+	if (t->round != v->round) {
+		t->round = v->round;
+		t->served = 0;
+		ve__tput_plan(t->tp, v, t->lat_mask);
+	}
+	/* Latency ops first: at-risk, then earliest deadline. Each is offered once
+	 * per round (the coordinator ends a round on a repeated pick). */
+	int32_t best = -1;
+	bool best_risk = false;
+	uint64_t best_d = UINT64_MAX;
+	uint32_t seen = 0;
+	for (uint32_t c = 0; c < v->nclients; c++) {
+		for (uint32_t s = v->clients[c].head; s != VE_READY_NIL; s = v->ops[s].next) {
+			const struct ve_ready_op *o = &v->ops[s];
+			if (!is_latency(t, o))
+				continue;
+			if (seen++ < t->served)
+				continue;
+			uint64_t d = deadline_of(t, o);
+			bool risk = predict_finish(t, v, o, v->pool->e[t->standing].sms) > d;
+			if (best < 0 || (risk && !best_risk) || (risk == best_risk && d < best_d)) {
+				best = (int32_t)s;
+				best_risk = risk;
+				best_d = d;
+			}
+		}
+	}
+	if (best >= 0) {
+		t->served++;
+		return best;
+	}
+	return ve__tput_next(t->tp, v);
+}
+
+static int32_t tpot_select(void *priv, const struct ve_policy_view *v, uint32_t op,
+			   const uint16_t *eligible, uint32_t n, uint32_t *flags)
+{
+	struct tpot *t = priv;
+	const struct ve_ready_op *o = &v->ops[op];
+	const struct ve_pool *p = v->pool;
+	if (!is_latency(t, o))
+		return ve__tput_entry_for(t->tp, op);
+	bool has_wide = false, has_standing = false;
+	for (uint32_t i = 0; i < n; i++) {
+		has_wide |= eligible[i] == t->wide;
+		has_standing |= eligible[i] == t->standing;
+	}
+	if (t->wide != VE_POOL_NONE && has_wide && p->e[t->wide].state == VE_ENTRY_RESERVED)
+		return t->wide;
+	if (has_standing && p->e[t->standing].state != VE_ENTRY_IDLE) {
+		if (p->e[t->standing].outstanding)
+			*flags |= VE_BIND_SHARE;
+		return t->standing;
+	}
+	/* No reservation usable: the smallest idle entry that meets the deadline. */
+	uint64_t d = deadline_of(t, o);
+	int32_t fallback = -1;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ve_pool_entry *pe = &p->e[eligible[i]];
+		if (pe->state != VE_ENTRY_IDLE)
+			continue;
+		fallback = eligible[i];
+		if (v->now_ns + (uint64_t)v->predict(v, o, pe->sms) <= d)
+			return eligible[i];
+	}
+	return fallback;
+}
+
+static void tpot_notify(void *priv, const struct ve_policy_view *v,
+			const struct ve_policy_event *ev)
+{
+	struct tpot *t = priv;
+	switch (ev->kind) {
+	case VE_PEV_CLIENT_ADDED:
+		if (ev->flags & VE_READY_LATENCY) {
+			t->lat_mask[ev->client / 64] |= 1ull << (ev->client % 64);
+			if (t->holder < 0) {
+				t->holder = (int32_t)ev->client;
+				t->want_standing = true;
+			}
+		}
+		break;
+	case VE_PEV_CLIENT_REMOVED:
+		t->lat_mask[ev->client / 64] &= ~(1ull << (ev->client % 64));
+		if (t->holder == (int32_t)ev->client) {
+			t->holder = -1;
+			t->wide = VE_POOL_NONE;
+		}
+		break;
+	case VE_PEV_COMPLETED:
+		if (ev->client < VE_POLICY_MAX_CLIENTS &&
+		    (t->lat_mask[ev->client / 64] >> (ev->client % 64) & 1)) {
+			t->last_done[ev->client] = v->now_ns;
+			if (ev->entry == t->wide)
+				t->wide_used = true;
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+const struct ve_policy_ops ve_policy_tpot = {
+	.abi_version = VE_POLICY_ABI_VERSION,
+	.name = "tpot",
+	.summary = "TPOT-First: standing reservation and deadlines for latency-class (decode) "
+		   "ops, Throughput-Oriented for the rest",
+	.init = tpot_init,
+	.fini = tpot_fini,
+	.pick = tpot_pick,
+	.select = tpot_select,
+	.prepare = tpot_prepare,
+	.notify = tpot_notify,
+};

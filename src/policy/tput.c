@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Throughput-Oriented policy (paper section 5, Algorithm 1).
+ *
+ * Each scheduling round computes a plan from the ready queue and the free
+ * leaves, then hands it out through pick/select:
+ *  1. MinBind: age-aware round robin over clients (oldest head first), each
+ *     turn binding the client's oldest op that fits to a minimum-size free
+ *     entry, until no free entry or op remains. Among entries of the minimum
+ *     size, the one whose largest free tree ancestor is biggest wins, so
+ *     concurrent ops land in different subtrees and keep room to grow (buddy
+ *     style spreading; without it two ops on sibling leaves block each other).
+ *  2. Expansion: repeatedly apply the feasible widening (o, p -> p', p' a
+ *     strict superset of p that overlaps no busy leaf and no other planned
+ *     entry) with the largest marginal gain
+ *        G = (P(m') - P(m)) / (m' - m),  P(m) = T(m_min) / T(m),
+ *     until no widening gains at least min_gain relative progress.
+ * Knobs (VE_POLICY=tput:k=v,...): min_gain (default 0.01), starve_ms (20):
+ * when the oldest op has waited that long and does not fit, the round binds
+ * nothing so the GPU drains for it (a guard against starving wide launches).
+ */
+#include "policy/policies.h"
+#include "policy/tput_impl.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TRIES 4
+
+static int parse_kv(const char *k, const char *v, void *arg)
+{
+	struct tput *t = arg;
+	double d;
+	if (ve__parse_double(v, &d))
+		return -EINVAL;
+	if (strcmp(k, "min_gain") == 0 && d >= 0)
+		t->min_gain = d;
+	else if (strcmp(k, "starve_ms") == 0 && d >= 0)
+		t->starve_ns = (uint64_t)(d * 1e6);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int build_tables(struct tput *t, const struct ve_pool *p)
+{
+	t->nentries = p->nentries;
+	uint32_t sizes[VE_TPUT_MAX_SIZES], ns = 0;
+	for (uint32_t e = 0; e < p->nentries; e++) {
+		uint32_t k;
+		for (k = 0; k < ns && sizes[k] != p->e[e].sms; k++)
+			;
+		if (k == ns) {
+			if (ns == VE_TPUT_MAX_SIZES)
+				return -E2BIG;
+			sizes[ns++] = p->e[e].sms;
+		}
+		t->size_idx[e] = (uint8_t)k;
+	}
+	t->sup_off = calloc(p->nentries, sizeof(*t->sup_off));
+	t->sup_n = calloc(p->nentries, sizeof(*t->sup_n));
+	t->sup = calloc((size_t)p->nentries * p->nentries, sizeof(*t->sup));
+	if (!t->sup_off || !t->sup_n || !t->sup)
+		return -ENOMEM;
+	uint32_t off = 0;
+	for (uint32_t e = 0; e < p->nentries; e++) {
+		t->sup_off[e] = off;
+		uint64_t le = p->e[e].leaves;
+		/* by_size order makes each superset list ascending in size */
+		for (uint32_t i = 0; i < p->nentries; i++) {
+			uint16_t f = p->by_size[i];
+			uint64_t lf = p->e[f].leaves;
+			if (f != e && (lf & le) == le && lf != le)
+				t->sup[off + t->sup_n[e]++] = f;
+		}
+		off += t->sup_n[e];
+	}
+	return 0;
+}
+
+void ve__tput_destroy(struct tput *t)
+{
+	if (!t)
+		return;
+	free(t->sup_off);
+	free(t->sup_n);
+	free(t->sup);
+	free(t);
+}
+
+int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tput **out)
+{
+	struct tput *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->min_gain = 0.01;
+	t->starve_ns = 20 * 1000000ull;
+	t->round = UINT64_MAX;
+	int rc = ve__policy_parse_args(args, parse_kv, t);
+	if (!rc)
+		rc = build_tables(t, v->pool);
+	if (rc) {
+		ve__tput_destroy(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+static int tput_init(const char *args, const struct ve_policy_view *v, void **priv)
+{
+	return ve__tput_create(args, v, (struct tput **)priv);
+}
+
+static void tput_fini(void *priv)
+{
+	ve__tput_destroy(priv);
+}
+
+/* Largest tree ancestor of e (e itself included) whose leaves are all in avail. */
+static uint32_t free_ancestor_sms(const struct ve_pool *p, uint16_t e, uint64_t avail)
+{
+	uint32_t best = p->e[e].sms;
+	for (uint16_t a = p->e[e].parent; a != VE_POOL_NONE; a = p->e[a].parent) {
+		if ((p->e[a].leaves & ~avail) != 0)
+			break;
+		best = p->e[a].sms;
+	}
+	return best;
+}
+
+static uint16_t best_min_entry(const struct ve_pool *p, const struct ve_ready_op *o,
+			       uint64_t avail)
+{
+	uint16_t best = VE_POOL_NONE;
+	uint32_t best_sms = 0, best_score = 0;
+	for (uint32_t i = 0; i < p->nentries; i++) {
+		uint16_t e = p->by_size[i];
+		const struct ve_pool_entry *pe = &p->e[e];
+		if (best != VE_POOL_NONE && pe->sms > best_sms)
+			break; /* by_size: only the minimum size class competes */
+		if (pe->sms < o->min_sms || (pe->leaves & ~avail) != 0 ||
+		    pe->state != VE_ENTRY_IDLE)
+			continue;
+		uint32_t score = free_ancestor_sms(p, e, avail);
+		if (best == VE_POOL_NONE || score > best_score) {
+			best = e;
+			best_sms = pe->sms;
+			best_score = score;
+		}
+	}
+	return best;
+}
+
+static double T_of(struct tput *t, const struct ve_policy_view *v, struct tput_assign *a, uint16_t e)
+{
+	uint8_t k = t->size_idx[e];
+	if (isnan(a->t[k]))
+		a->t[k] = v->predict(v, &v->ops[a->op], v->pool->e[e].sms);
+	return a->t[k];
+}
+
+void ve__tput_plan(struct tput *t, const struct ve_policy_view *v, const uint64_t *skip_clients)
+{
+	const struct ve_pool *p = v->pool;
+	t->n = 0;
+	t->cursor = 0;
+	t->round = v->round;
+	uint64_t avail = p->e[p->root].leaves & ~p->busy & ~p->claimed;
+	if (!avail || !v->nready)
+		return;
+
+	/* Clients with ready ops, oldest head first. */
+	uint32_t order[VE_POLICY_MAX_CLIENTS], no = 0, cur[VE_POLICY_MAX_CLIENTS];
+	for (uint32_t c = 0; c < v->nclients && no < VE_POLICY_MAX_CLIENTS; c++) {
+		if (v->clients[c].head == VE_READY_NIL)
+			continue;
+		if (skip_clients && (skip_clients[c / 64] >> (c % 64) & 1))
+			continue;
+		uint32_t j = no++;
+		uint64_t age = v->ops[v->clients[c].head].ready_ns;
+		while (j > 0 && v->ops[v->clients[order[j - 1]].head].ready_ns > age) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = c;
+	}
+	for (uint32_t i = 0; i < no; i++)
+		cur[i] = v->clients[order[i]].head;
+
+	/* Starvation guard: the oldest op waited too long and cannot fit. */
+	if (no) {
+		const struct ve_ready_op *old = &v->ops[cur[0]];
+		if (v->now_ns > old->ready_ns && v->now_ns - old->ready_ns > t->starve_ns &&
+		    best_min_entry(p, old, avail) == VE_POOL_NONE)
+			return;
+	}
+
+	/* 1. MinBind, age-aware round robin. */
+	bool progress = true;
+	while (progress && avail && t->n < VE_TPUT_MAX_PLAN) {
+		progress = false;
+		for (uint32_t i = 0; i < no && avail && t->n < VE_TPUT_MAX_PLAN; i++) {
+			uint32_t s = cur[i];
+			bool placed = false;
+			for (int tries = 0; s != VE_READY_NIL && tries < MAX_TRIES;
+			     tries++, s = v->ops[s].next) {
+				uint16_t e = best_min_entry(p, &v->ops[s], avail);
+				if (e == VE_POOL_NONE)
+					continue;
+				struct tput_assign *a = &t->a[t->n++];
+				a->op = s;
+				a->entry = e;
+				for (int k = 0; k < VE_TPUT_MAX_SIZES; k++)
+					a->t[k] = NAN;
+				a->tmin = T_of(t, v, a, e);
+				avail &= ~p->e[e].leaves;
+				progress = placed = true;
+				break;
+			}
+			/* A client whose next few ops do not fit is done for this round. */
+			cur[i] = placed ? v->ops[s].next : VE_READY_NIL;
+		}
+	}
+
+	/* 2. Greedy expansion by marginal gain per SM. */
+	uint64_t blocked = p->busy | p->claimed;
+	for (;;) {
+		uint64_t taken = 0;
+		for (uint32_t i = 0; i < t->n; i++)
+			taken |= p->e[t->a[i].entry].leaves;
+		double best_g = 0;
+		int bi = -1;
+		uint16_t be = VE_POOL_NONE;
+		for (uint32_t i = 0; i < t->n; i++) {
+			struct tput_assign *a = &t->a[i];
+			uint16_t ce = a->entry;
+			uint64_t others = taken & ~p->e[ce].leaves;
+			double pc = a->tmin / T_of(t, v, a, ce);
+			const uint16_t *sup = t->sup + t->sup_off[ce];
+			for (uint32_t k = 0; k < t->sup_n[ce]; k++) {
+				uint16_t f = sup[k];
+				if (p->e[f].leaves & (blocked | others))
+					continue;
+				if (p->e[f].state != VE_ENTRY_IDLE)
+					continue;
+				double pf = a->tmin / T_of(t, v, a, f);
+				if (!(pf > pc * (1.0 + t->min_gain)))
+					continue;
+				double g = (pf - pc) / (double)(p->e[f].sms - p->e[ce].sms);
+				if (g > best_g) {
+					best_g = g;
+					bi = (int)i;
+					be = f;
+				}
+			}
+		}
+		if (bi < 0)
+			break;
+		t->a[bi].entry = be;
+	}
+}
+
+int32_t ve__tput_next(struct tput *t, const struct ve_policy_view *v)
+{
+	while (t->cursor < t->n) {
+		uint32_t op = t->a[t->cursor++].op;
+		if (v->ops[op].in_use)
+			return (int32_t)op;
+	}
+	return -1;
+}
+
+int32_t ve__tput_entry_for(const struct tput *t, uint32_t op)
+{
+	for (uint32_t i = 0; i < t->n; i++)
+		if (t->a[i].op == op)
+			return t->a[i].entry;
+	return -1;
+}
+
+static int32_t tput_pick(void *priv, const struct ve_policy_view *v)
+{
+	struct tput *t = priv;
+	if (t->round != v->round)
+		ve__tput_plan(t, v, NULL);
+	return ve__tput_next(t, v);
+}
+
+static int32_t tput_select(void *priv, const struct ve_policy_view *v, uint32_t op,
+			   const uint16_t *eligible, uint32_t n, uint32_t *flags)
+{
+	return ve__tput_entry_for(priv, op);
+}
+
+const struct ve_policy_ops ve_policy_tput = {
+	.abi_version = VE_POLICY_ABI_VERSION,
+	.name = "tput",
+	.summary = "Throughput-Oriented (Algorithm 1): min-bind the most ready ops, then widen "
+		   "by marginal gain",
+	.init = tput_init,
+	.fini = tput_fini,
+	.pick = tput_pick,
+	.select = tput_select,
+};

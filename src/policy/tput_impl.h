@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals of the Throughput-Oriented policy, shared with TPOT-First, which
+ * runs the same plan for best-effort work. */
+#ifndef VE_POLICY_TPUT_IMPL_H
+#define VE_POLICY_TPUT_IMPL_H
+
+#include "ve/ve_policy.h"
+
+#include <stdint.h>
+
+#define VE_TPUT_MAX_PLAN  VE_POOL_MAX_LEAVES
+#define VE_TPUT_MAX_SIZES 64
+
+struct tput_assign {
+	uint32_t op;
+	uint16_t entry;
+	uint16_t pad;
+	double tmin;			/* T at the min-bound size */
+	double t[VE_TPUT_MAX_SIZES];	/* cached T per size index, NAN = not computed */
+};
+
+struct tput {
+	uint64_t round;
+	uint32_t n, cursor;
+	struct tput_assign a[VE_TPUT_MAX_PLAN];
+	double min_gain;
+	uint64_t starve_ns;
+	uint32_t nentries;
+	uint8_t size_idx[VE_POOL_MAX_ENTRIES];
+	uint32_t *sup_off, *sup_n;
+	uint16_t *sup; /* strict supersets of each entry, ascending size */
+};
+
+int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tput **out);
+void ve__tput_destroy(struct tput *t);
+/* Plans this round over free leaves; clients whose bit is set in skip_clients
+ * (may be NULL) are left out. */
+void ve__tput_plan(struct tput *t, const struct ve_policy_view *v, const uint64_t *skip_clients);
+int32_t ve__tput_next(struct tput *t, const struct ve_policy_view *v);
+int32_t ve__tput_entry_for(const struct tput *t, uint32_t op);
+
+#endif
