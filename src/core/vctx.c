@@ -208,6 +208,14 @@ fail:
 	return rc ? rc : -ENOMEM;
 }
 
+void ve_vctx_set_notify(struct ve_vctx *v, void (*fn)(void *), void *arg)
+{
+	pthread_mutex_lock(&v->lock);
+	v->cfg.notify_ready = fn;
+	v->cfg.notify_arg = arg;
+	pthread_mutex_unlock(&v->lock);
+}
+
 void ve_vctx_destroy(struct ve_vctx *v)
 {
 	if (!v)

@@ -79,6 +79,8 @@ struct ve_vctx_config {
 };
 
 int ve_vctx_create(const struct ve_vctx_config *cfg, struct ve_vctx **out);
+/* Sets (or replaces) the ready notification after creation. */
+void ve_vctx_set_notify(struct ve_vctx *v, void (*fn)(void *), void *arg);
 /* Destroys the vctx; pending operations are dropped (call ctx_sync first). */
 void ve_vctx_destroy(struct ve_vctx *v);
 

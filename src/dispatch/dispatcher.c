@@ -39,7 +39,24 @@ struct host_job {
 	ve_tok tok;
 	void (*fn)(void *);
 	void *arg;
+	uint32_t style;
+	uint64_t stream;
 };
+
+/* style 0: fn(arg) (cuLaunchHostFunc); style 1: a stream callback,
+ * fn(stream, status, arg) (cuStreamAddCallback), status = the context's
+ * sticky error so far, as the driver would pass it. */
+static void run_host(void (*fn)(void *), void *arg, uint32_t style, uint64_t stream,
+		     struct ve_vctx *v)
+{
+	if (style == 1) {
+		void (*cb)(void *, int, void *);
+		*(void **)&cb = *(void **)&fn;
+		cb((void *)(uintptr_t)stream, ve_vctx_error(v), arg);
+	} else {
+		fn(arg);
+	}
+}
 
 struct ve_dispatcher {
 	struct ve_dispatcher_config cfg;
@@ -72,6 +89,12 @@ struct ve_dispatcher {
 	_Atomic uint32_t host_busy;
 	bool host_stop;
 
+	/* hints from other threads, applied by the dispatcher thread */
+	pthread_mutex_t hint_lock;
+	struct ve_hint hints[64];
+	uint32_t nhints;
+	_Atomic uint32_t hints_pending;
+
 	struct ve_dispatcher_stats st;
 };
 
@@ -92,7 +115,7 @@ static void *host_main(void *arg)
 		pthread_mutex_unlock(&d->host_lock);
 		/* Runs after every predecessor completed and before any dependent
 		 * starts: its completion below is what releases them. */
-		j.fn(j.arg);
+		run_host(j.fn, j.arg, j.style, j.stream, j.v);
 		ve_vctx_complete(j.v, j.tok, 0, ve__now_ns());
 		atomic_fetch_sub_explicit(&d->host_busy, 1, memory_order_release);
 		pthread_mutex_lock(&d->host_lock);
@@ -106,7 +129,8 @@ static int host_submit(struct ve_dispatcher *d, struct ve_vctx *v, ve_tok tok,
 {
 	d->st.host_fns++;
 	if (d->cfg.host_inline) {
-		desc->u.host.fn(desc->u.host.arg);
+		run_host(desc->u.host.fn, desc->u.host.arg, desc->u.host.style,
+			 desc->u.host.stream_handle, v);
 		ve_vctx_complete(v, tok, 0, d->b->ops->now(d->b));
 		return 0;
 	}
@@ -116,7 +140,12 @@ static int host_submit(struct ve_dispatcher *d, struct ve_vctx *v, ve_tok tok,
 		return -EAGAIN;
 	}
 	d->hq[(d->hq_head + d->hq_n) % d->hq_cap] =
-		(struct host_job){.v = v, .tok = tok, .fn = desc->u.host.fn, .arg = desc->u.host.arg};
+		(struct host_job){.v = v,
+				  .tok = tok,
+				  .fn = desc->u.host.fn,
+				  .arg = desc->u.host.arg,
+				  .style = desc->u.host.style,
+				  .stream = desc->u.host.stream_handle};
 	d->hq_n++;
 	atomic_fetch_add_explicit(&d->host_busy, 1, memory_order_relaxed);
 	pthread_cond_signal(&d->host_cv);
@@ -157,6 +186,7 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	}
 	pthread_mutex_init(&d->host_lock, NULL);
 	pthread_cond_init(&d->host_cv, NULL);
+	pthread_mutex_init(&d->hint_lock, NULL);
 	int rc;
 	/* Pre-create every pool entry: creation never happens on the dispatch path. */
 	for (uint32_t e = 0; e < d->pool->nentries; e++) {
@@ -206,6 +236,7 @@ void ve_dispatcher_destroy(struct ve_dispatcher *d)
 	}
 	pthread_mutex_destroy(&d->host_lock);
 	pthread_cond_destroy(&d->host_cv);
+	pthread_mutex_destroy(&d->hint_lock);
 	free(d->inf);
 	free(d->hq);
 	free(d);
@@ -433,6 +464,8 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 	return moved;
 }
 
+static int drain_hints(struct ve_dispatcher *d);
+
 int ve_dispatcher_poll(struct ve_dispatcher *d)
 {
 	int moved = 0;
@@ -450,6 +483,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
 		if (d->cl[c].active)
 			moved += drain_client(d, c, now);
+	moved += drain_hints(d);
 	for (;;) {
 		int nb = ve_coord_schedule(d->coord, d->bind, BATCH);
 		if (nb <= 0)
@@ -545,7 +579,34 @@ void ve_dispatcher_stop(struct ve_dispatcher *d)
 
 int ve_dispatcher_hint(struct ve_dispatcher *d, const struct ve_hint *h)
 {
-	return ve_coord_hint(d->coord, h);
+	/* The coordinator belongs to the dispatcher thread: queue it. */
+	pthread_mutex_lock(&d->hint_lock);
+	int rc = -EAGAIN; /* a full queue drops the hint: it is only advice */
+	if (d->nhints < VE_ARRAY_SIZE(d->hints)) {
+		d->hints[d->nhints++] = *h;
+		atomic_store_explicit(&d->hints_pending, 1, memory_order_release);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&d->hint_lock);
+	if (rc == 0)
+		ve_dispatcher_notify(d);
+	return rc;
+}
+
+static int drain_hints(struct ve_dispatcher *d)
+{
+	if (!atomic_load_explicit(&d->hints_pending, memory_order_acquire))
+		return 0;
+	struct ve_hint local[VE_ARRAY_SIZE(d->hints)];
+	pthread_mutex_lock(&d->hint_lock);
+	uint32_t n = d->nhints;
+	memcpy(local, d->hints, n * sizeof(local[0]));
+	d->nhints = 0;
+	atomic_store_explicit(&d->hints_pending, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&d->hint_lock);
+	for (uint32_t i = 0; i < n; i++)
+		ve_coord_hint(d->coord, &local[i]);
+	return (int)n;
 }
 
 void ve_dispatcher_stats(struct ve_dispatcher *d, struct ve_dispatcher_stats *st)

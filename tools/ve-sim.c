@@ -1,0 +1,1275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ve-sim: replays workload scenarios on the simulated GPU, in virtual time,
+ * under several policies side by side, through the real vctx, coordinator,
+ * policies and dispatcher (only the GPU is modelled).
+ *
+ *   ve-sim [scenario.txt] [--policies tput,tpot,fixed,whole] [--seeds N]
+ *          [--json out.json] [--trace out.json] [--trace-policy NAME]
+ *          [--horizon-ms MS] [--no-profile] [--quiet]
+ *
+ * With no scenario file it runs its embedded default (a colocated training
+ * pair, one with offload-like idle phases). Scenario format: docs/ve-sim.md.
+ * Per policy it prints each job's throughput normalized to the job running
+ * alone on the whole GPU, the aggregate normalized throughput, latency-class
+ * request p50/p99, and TPOT/TTFT SLO violation rates.
+ */
+#include "backend/sim.h"
+#include "core/vctx.h"
+#include "dispatch/coord.h"
+#include "dispatch/dispatcher.h"
+#include "dispatch/trace.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_KERNELS 64
+#define MAX_JOBS    16
+#define MAX_ITEMS   256
+#define MAX_POLICIES 8
+#define NAME_LEN    32
+
+static const char default_scenario[] =
+	"# Embedded default: two training jobs colocated; B has offload-like idle phases.\n"
+	"name default-train-pair\n"
+	"horizon_ms 2000\n"
+	"gpu 132 15x8,12\n"
+	"dispatch_us 6\n"
+	"launch_us 4\n"
+	"kernel gemm   blocks=2048 threads=256 bps=2 wave_us=45\n"
+	"kernel gemm_s blocks=96   threads=256 bps=2 wave_us=60\n"
+	"kernel norm   blocks=528  threads=512 bps=4 wave_us=6 floor_us=40\n"
+	"kernel attn   blocks=256  threads=128 bps=4 wave_us=70\n"
+	"job trainA\n"
+	"  loop gemm*6 norm*2 attn*2 gemm_s*4 sync\n"
+	"job trainB\n"
+	"  loop gemm*4 attn*2 norm*2 gemm_s*6 sync host=3000\n";
+
+/* ------------------------------------------------------------------ scenario */
+
+enum item_kind { IT_KERNEL = 1, IT_SYNC, IT_HOST, IT_COPY, IT_STREAM };
+
+struct item {
+	uint8_t kind;
+	uint16_t kernel;
+	uint32_t count;
+	double arg; /* host us, copy bytes, stream index */
+};
+
+struct prog {
+	struct item it[MAX_ITEMS];
+	uint32_t n;
+};
+
+struct kernel_def {
+	char name[NAME_LEN];
+	uint64_t blocks;
+	uint32_t threads, bps;
+	double wave_us, floor_us, launch_us;
+	uint32_t per_req; /* extra blocks per request in the batch (decode kernels) */
+};
+
+enum job_type { JOB_LOOP = 1, JOB_REQUEST, JOB_PREFILL, JOB_DECODE };
+
+struct arrivals {
+	double rate, burst, period_ms, burst_ms;
+	uint64_t seed;
+};
+
+struct job_def {
+	char name[NAME_LEN];
+	int type;
+	bool latency;
+	double start_ms;
+	struct prog prog; /* loop body, request body, prefill or decode step */
+	struct arrivals arr;
+	char handoff[NAME_LEN];
+	int handoff_idx;
+	uint32_t tokens, batch;
+	double tpot_ms, ttft_ms, slo_ms;
+};
+
+struct scenario {
+	char name[64];
+	double horizon_ms;
+	uint32_t sm_count, nleaves, leaf_sms[VE_MAX_LEAVES];
+	double dispatch_us, launch_us;
+	struct kernel_def k[MAX_KERNELS];
+	uint32_t nk;
+	struct job_def j[MAX_JOBS];
+	uint32_t nj;
+	uint32_t max_entries;
+};
+
+static int die_line(const char *src, int line, const char *msg, const char *what)
+{
+	fprintf(stderr, "ve-sim: %s:%d: %s%s%s\n", src, line, msg, what ? ": " : "",
+		what ? what : "");
+	return -EINVAL;
+}
+
+static int find_kernel(const struct scenario *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->nk; i++)
+		if (strcmp(s->k[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int parse_items(struct scenario *s, struct prog *p, char *save, const char *src, int line)
+{
+	char *t;
+	while ((t = strtok_r(NULL, " \t\r\n", &save))) {
+		if (p->n == MAX_ITEMS)
+			return die_line(src, line, "too many items", NULL);
+		struct item *it = &p->it[p->n];
+		memset(it, 0, sizeof(*it));
+		if (strcmp(t, "sync") == 0) {
+			it->kind = IT_SYNC;
+		} else if (strncmp(t, "host=", 5) == 0) {
+			it->kind = IT_HOST;
+			if (ve__parse_double(t + 5, &it->arg) || it->arg < 0)
+				return die_line(src, line, "bad host time", t);
+		} else if (strncmp(t, "copy=", 5) == 0) {
+			it->kind = IT_COPY;
+			if (ve__parse_double(t + 5, &it->arg) || it->arg <= 0)
+				return die_line(src, line, "bad copy size", t);
+		} else if (strncmp(t, "s=", 2) == 0) {
+			it->kind = IT_STREAM;
+			if (ve__parse_double(t + 2, &it->arg) || it->arg < 0 || it->arg > 7)
+				return die_line(src, line, "stream index must be 0..7", t);
+		} else {
+			char name[NAME_LEN];
+			const char *star = strchr(t, '*');
+			size_t len = star ? (size_t)(star - t) : strlen(t);
+			if (len >= NAME_LEN)
+				return die_line(src, line, "kernel name too long", t);
+			memcpy(name, t, len);
+			name[len] = 0;
+			int k = find_kernel(s, name);
+			if (k < 0)
+				return die_line(src, line, "unknown kernel (define it with 'kernel' first)",
+						name);
+			uint64_t cnt = 1;
+			if (star && (ve__parse_u64(star + 1, &cnt) || cnt == 0 || cnt > 100000))
+				return die_line(src, line, "bad repeat count", t);
+			it->kind = IT_KERNEL;
+			it->kernel = (uint16_t)k;
+			it->count = (uint32_t)cnt;
+		}
+		p->n++;
+	}
+	return 0;
+}
+
+static int parse_kv_double(const char *t, const char *key, double *out)
+{
+	size_t n = strlen(key);
+	if (strncmp(t, key, n) != 0 || t[n] != '=')
+		return 1;
+	return ve__parse_double(t + n + 1, out) ? -1 : 0;
+}
+
+static int parse_scenario(struct scenario *s, const char *text, const char *src)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "unnamed");
+	s->horizon_ms = 1000;
+	s->sm_count = 132;
+	s->dispatch_us = 6;
+	s->launch_us = 4;
+	char *buf = strdup(text);
+	if (!buf)
+		return -ENOMEM;
+	int line = 0, rc = 0;
+	struct job_def *cur = NULL;
+	char *lsave = NULL;
+	for (char *l = strtok_r(buf, "\n", &lsave); l; l = strtok_r(NULL, "\n", &lsave)) {
+		line++;
+		char *hash = strchr(l, '#');
+		if (hash)
+			*hash = 0;
+		char *save = NULL, *t = strtok_r(l, " \t\r", &save);
+		if (!t)
+			continue;
+		if (strcmp(t, "name") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			if (!v)
+				{ rc = die_line(src, line, "name needs a value", NULL); break; }
+			snprintf(s->name, sizeof(s->name), "%s", v);
+		} else if (strcmp(t, "horizon_ms") == 0 || strcmp(t, "dispatch_us") == 0 ||
+			   strcmp(t, "launch_us") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			double d;
+			if (!v || ve__parse_double(v, &d) || d < 0)
+				{ rc = die_line(src, line, "needs a non-negative number", t); break; }
+			if (t[0] == 'h')
+				s->horizon_ms = d;
+			else if (t[0] == 'd')
+				s->dispatch_us = d;
+			else
+				s->launch_us = d;
+		} else if (strcmp(t, "pool_entries") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			uint64_t n;
+			if (!v || ve__parse_u64(v, &n) || n > VE_POOL_MAX_ENTRIES)
+				{ rc = die_line(src, line, "bad pool_entries", v); break; }
+			s->max_entries = (uint32_t)n;
+		} else if (strcmp(t, "gpu") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save), *lv = strtok_r(NULL, " \t\r", &save);
+			uint64_t sms;
+			if (!v || ve__parse_u64(v, &sms) || !sms || sms > VE_SIM_MAX_SMS)
+				{ rc = die_line(src, line, "gpu needs an SM count", v); break; }
+			s->sm_count = (uint32_t)sms;
+			s->nleaves = 0;
+			if (lv) {
+				/* "15x8,12": groups of 'count x size' or single sizes */
+				char *gsave = NULL;
+				uint32_t total = 0;
+				for (char *g = strtok_r(lv, ",", &gsave); g; g = strtok_r(NULL, ",", &gsave)) {
+					uint64_t cnt = 1, sz;
+					char *x = strchr(g, 'x');
+					if (x) {
+						*x = 0;
+						if (ve__parse_u64(g, &cnt) || ve__parse_u64(x + 1, &sz))
+							{ rc = -EINVAL; break; }
+					} else if (ve__parse_u64(g, &sz)) {
+						rc = -EINVAL;
+						break;
+					}
+					for (uint64_t i = 0; i < cnt; i++) {
+						if (s->nleaves == VE_MAX_LEAVES || !sz) { rc = -EINVAL; break; }
+						s->leaf_sms[s->nleaves++] = (uint32_t)sz;
+						total += (uint32_t)sz;
+					}
+				}
+				if (rc || total != s->sm_count) {
+					rc = die_line(src, line, "leaf list must sum to the SM count", NULL);
+					break;
+				}
+			}
+		} else if (strcmp(t, "kernel") == 0) {
+			char *n = strtok_r(NULL, " \t\r", &save);
+			if (!n || strlen(n) >= NAME_LEN || s->nk == MAX_KERNELS)
+				{ rc = die_line(src, line, "kernel needs a (short) name", NULL); break; }
+			struct kernel_def *k = &s->k[s->nk];
+			memset(k, 0, sizeof(*k));
+			snprintf(k->name, sizeof(k->name), "%s", n);
+			k->blocks = 132;
+			k->threads = 256;
+			k->wave_us = 10;
+			k->launch_us = 3;
+			char *kv;
+			while ((kv = strtok_r(NULL, " \t\r", &save))) {
+				double d;
+				int r;
+				if (!(r = parse_kv_double(kv, "blocks", &d)) && d >= 1)
+					k->blocks = (uint64_t)d;
+				else if (!r) { rc = -EINVAL; }
+				else if (!(r = parse_kv_double(kv, "threads", &d)) && d >= 1 && d <= 1024)
+					k->threads = (uint32_t)d;
+				else if (!r) { rc = -EINVAL; }
+				else if (!(r = parse_kv_double(kv, "bps", &d)) && d >= 1 && d <= 64)
+					k->bps = (uint32_t)d;
+				else if (!r) { rc = -EINVAL; }
+				else if (!(r = parse_kv_double(kv, "wave_us", &d)) && d > 0)
+					k->wave_us = d;
+				else if (!r) { rc = -EINVAL; }
+				else if (!(r = parse_kv_double(kv, "floor_us", &d)) && d >= 0)
+					k->floor_us = d;
+				else if (!r) { rc = -EINVAL; }
+				else if (!(r = parse_kv_double(kv, "launch_us", &d)) && d >= 0)
+					k->launch_us = d;
+				else if (!r) { rc = -EINVAL; }
+				else if (!(r = parse_kv_double(kv, "per_req", &d)) && d >= 0)
+					k->per_req = (uint32_t)d;
+				else
+					rc = -EINVAL;
+				if (rc) {
+					rc = die_line(src, line, "bad kernel attribute (blocks, threads, "
+						  "bps, wave_us, floor_us, launch_us, per_req)", kv);
+					break;
+				}
+			}
+			if (rc)
+				break;
+			if (find_kernel(s, k->name) >= 0)
+				{ rc = die_line(src, line, "kernel defined twice", k->name); break; }
+			s->nk++;
+		} else if (strcmp(t, "job") == 0) {
+			char *n = strtok_r(NULL, " \t\r", &save);
+			if (!n || strlen(n) >= NAME_LEN || s->nj == MAX_JOBS)
+				{ rc = die_line(src, line, "job needs a (short) name", NULL); break; }
+			cur = &s->j[s->nj++];
+			memset(cur, 0, sizeof(*cur));
+			snprintf(cur->name, sizeof(cur->name), "%s", n);
+			cur->handoff_idx = -1;
+			cur->tokens = 32;
+			cur->batch = 16;
+			char *kv;
+			while ((kv = strtok_r(NULL, " \t\r", &save))) {
+				double d;
+				if (strcmp(kv, "latency") == 0)
+					cur->latency = true;
+				else if (!parse_kv_double(kv, "start_ms", &d) && d >= 0)
+					cur->start_ms = d;
+				else
+					{ rc = die_line(src, line, "bad job attribute (latency, start_ms=)", kv); break; }
+			}
+			if (rc)
+				break;
+		} else if (!cur) {
+			rc = die_line(src, line, "unknown directive (or job body before any 'job')", t);
+			break;
+		} else if (strcmp(t, "loop") == 0 || strcmp(t, "request") == 0 ||
+			   strcmp(t, "prefill") == 0 || strcmp(t, "decode") == 0) {
+			if (cur->type) { rc = die_line(src, line, "a job has one body", t); break; }
+			cur->type = t[0] == 'l' ? JOB_LOOP : t[0] == 'r' ? JOB_REQUEST
+				  : t[0] == 'p' ? JOB_PREFILL : JOB_DECODE;
+			if ((rc = parse_items(s, &cur->prog, save, src, line)))
+				break;
+		} else if (strcmp(t, "arrivals") == 0) {
+			char *kv;
+			cur->arr.seed = 1;
+			while ((kv = strtok_r(NULL, " \t\r", &save))) {
+				double d;
+				if (!parse_kv_double(kv, "rate", &d) && d > 0) cur->arr.rate = d;
+				else if (!parse_kv_double(kv, "burst", &d) && d >= 1) cur->arr.burst = d;
+				else if (!parse_kv_double(kv, "period_ms", &d) && d > 0) cur->arr.period_ms = d;
+				else if (!parse_kv_double(kv, "burst_ms", &d) && d >= 0) cur->arr.burst_ms = d;
+				else if (!parse_kv_double(kv, "seed", &d) && d >= 0) cur->arr.seed = (uint64_t)d;
+				else { rc = die_line(src, line, "bad arrivals attribute (rate, burst, period_ms, burst_ms, seed)", kv); break; }
+			}
+			if (rc)
+				break;
+		} else if (strcmp(t, "slo") == 0) {
+			char *kv;
+			while ((kv = strtok_r(NULL, " \t\r", &save))) {
+				double d;
+				if (!parse_kv_double(kv, "tpot_ms", &d) && d > 0) cur->tpot_ms = d;
+				else if (!parse_kv_double(kv, "ttft_ms", &d) && d > 0) cur->ttft_ms = d;
+				else if (!parse_kv_double(kv, "latency_ms", &d) && d > 0) cur->slo_ms = d;
+				else { rc = die_line(src, line, "bad slo attribute (tpot_ms, ttft_ms, latency_ms)", kv); break; }
+			}
+			if (rc)
+				break;
+		} else if (strcmp(t, "tokens") == 0 || strcmp(t, "batch") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			uint64_t n;
+			if (!v || ve__parse_u64(v, &n) || !n || n > 4096)
+				{ rc = die_line(src, line, "needs a positive count", t); break; }
+			if (t[0] == 't')
+				cur->tokens = (uint32_t)n;
+			else
+				cur->batch = (uint32_t)n;
+		} else if (strcmp(t, "handoff") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			if (!v || strlen(v) >= NAME_LEN)
+				{ rc = die_line(src, line, "handoff needs a job name", NULL); break; }
+			snprintf(cur->handoff, sizeof(cur->handoff), "%s", v);
+		} else {
+			rc = die_line(src, line, "unknown directive", t);
+			break;
+		}
+	}
+	free(buf);
+	if (rc)
+		return rc;
+	if (!s->nj)
+		return die_line(src, line, "no jobs", NULL);
+	for (uint32_t i = 0; i < s->nj; i++) {
+		struct job_def *j = &s->j[i];
+		if (!j->type)
+			return die_line(src, 0, "job has no body (loop/request/prefill/decode)", j->name);
+		if ((j->type == JOB_REQUEST || j->type == JOB_PREFILL) && j->arr.rate <= 0)
+			return die_line(src, 0, "request/prefill job needs 'arrivals rate=...'", j->name);
+		if (j->handoff[0]) {
+			for (uint32_t k = 0; k < s->nj; k++)
+				if (strcmp(s->j[k].name, j->handoff) == 0)
+					j->handoff_idx = (int)k;
+			if (j->handoff_idx < 0 || s->j[j->handoff_idx].type != JOB_DECODE)
+				return die_line(src, 0, "handoff must name a decode job", j->handoff);
+		}
+		/* Loops and requests end with a sync so a step's end is observable. */
+		struct prog *p = &j->prog;
+		if ((!p->n || p->it[p->n - 1].kind != IT_SYNC) && p->n < MAX_ITEMS)
+			p->it[p->n++] = (struct item){.kind = IT_SYNC};
+	}
+	if (!s->nleaves) {
+		int n = ve_sim_default_split(s->sm_count, 8, s->leaf_sms);
+		if (n <= 0)
+			return die_line(src, 0, "cannot split the GPU into leaves", NULL);
+		s->nleaves = (uint32_t)n;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ runtime */
+
+struct samples {
+	double *v;
+	size_t n, cap;
+};
+
+static void samples_add(struct samples *s, double x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 256;
+		double *nv = realloc(s->v, s->cap * sizeof(*nv));
+		if (!nv) {
+			fprintf(stderr, "ve-sim: out of memory\n");
+			exit(2);
+		}
+		s->v = nv;
+	}
+	s->v[s->n++] = x;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double percentile(struct samples *s, double q)
+{
+	if (!s->n)
+		return NAN;
+	qsort(s->v, s->n, sizeof(double), cmp_double);
+	size_t k = (size_t)ceil(q * (double)s->n);
+	k = k ? k - 1 : 0;
+	return s->v[k < s->n ? k : s->n - 1];
+}
+
+static double frac_above(const struct samples *s, double thr)
+{
+	if (!s->n || thr <= 0)
+		return NAN;
+	size_t c = 0;
+	for (size_t i = 0; i < s->n; i++)
+		c += s->v[i] > thr;
+	return (double)c / (double)s->n;
+}
+
+struct req {
+	uint64_t arrival, last_token;
+	uint32_t left;
+};
+
+struct reqq {
+	struct req *r;
+	size_t head, n, cap;
+};
+
+static void reqq_push(struct reqq *q, struct req r)
+{
+	if (q->head + q->n == q->cap) {
+		if (q->head) {
+			memmove(q->r, q->r + q->head, q->n * sizeof(*q->r));
+			q->head = 0;
+		} else {
+			q->cap = q->cap ? 2 * q->cap : 64;
+			struct req *nr = realloc(q->r, q->cap * sizeof(*nr));
+			if (!nr) {
+				fprintf(stderr, "ve-sim: out of memory\n");
+				exit(2);
+			}
+			q->r = nr;
+		}
+	}
+	q->r[q->head + q->n++] = r;
+}
+
+static struct req reqq_pop(struct reqq *q)
+{
+	struct req r = q->r[q->head++];
+	q->n--;
+	return r;
+}
+
+enum job_state { JS_RUN = 1, JS_SYNC, JS_SLEEP, JS_IDLE };
+
+struct job_rt {
+	const struct job_def *def;
+	struct ve_vctx *v;
+	ve_stream s[8];
+	uint32_t cur_stream;
+	int state;
+	uint64_t next_t;
+	uint32_t pc, rep; /* item index, repetitions done of that item */
+	bool in_body;
+	uint64_t step_start;
+	/* arrivals */
+	uint64_t *arr;
+	size_t narr, next_arr;
+	struct reqq waiting;
+	struct req batch[4096];
+	uint32_t nbatch;
+	struct req current;
+	/* metrics */
+	uint64_t steps, requests, tokens;
+	struct samples lat, tpot, ttft;
+	uint32_t client;
+};
+
+struct run_result {
+	double thr[MAX_JOBS];	 /* per second of virtual time: steps, requests or tokens */
+	double p50[MAX_JOBS], p99[MAX_JOBS];
+	double tpot_p50[MAX_JOBS], tpot_p99[MAX_JOBS], tpot_viol[MAX_JOBS];
+	double ttft_p50[MAX_JOBS], ttft_p99[MAX_JOBS], ttft_viol[MAX_JOBS], lat_viol[MAX_JOBS];
+	double util;
+	uint64_t bindings, ops;
+	double decide_us_per_binding;
+};
+
+struct sim_ctx {
+	const struct scenario *sc;
+	struct ve_backend *b;
+	struct ve_coord *coord;
+	struct ve_dispatcher *d;
+	struct job_rt jobs[MAX_JOBS];
+	uint32_t njobs;
+	struct job_rt *by_def[MAX_JOBS];
+};
+
+static int kernel_model(void *arg, const struct ve_desc *d, struct ve_sim_kernel_params *out)
+{
+	const struct scenario *s = arg;
+	uint64_t id = d->u.k.fn;
+	if (!id || id > s->nk)
+		return -1;
+	const struct kernel_def *k = &s->k[id - 1];
+	out->t_wave_ns = (uint64_t)(k->wave_us * 1000.0);
+	out->t_launch_ns = (uint64_t)(k->launch_us * 1000.0);
+	out->t_floor_ns = (uint64_t)(k->floor_us * 1000.0);
+	if (k->bps)
+		out->blocks_per_sm = k->bps;
+	return 0;
+}
+
+static void make_kernel_desc(const struct scenario *s, uint32_t k, uint32_t batch,
+			     struct ve_desc *d)
+{
+	const struct kernel_def *kd = &s->k[k];
+	memset(d, 0, sizeof(*d));
+	d->kind = VE_OP_KERNEL;
+	d->u.k.fn = k + 1;
+	uint64_t blocks = kd->blocks + (uint64_t)kd->per_req * (batch ? batch - 1 : 0);
+	d->u.k.grid = (struct ve_dim3){(uint32_t)blocks, 1, 1};
+	d->u.k.block = (struct ve_dim3){kd->threads, 1, 1};
+	d->u.k.blocks_per_sm = kd->bps;
+	ve_desc_finalize(d);
+}
+
+static void gen_arrivals(struct job_rt *j, uint64_t horizon, uint64_t seed_mix)
+{
+	const struct arrivals *a = &j->def->arr;
+	if (a->rate <= 0)
+		return;
+	uint64_t rng = a->seed * 0x9e3779b97f4a7c15ull + seed_mix;
+	double t = j->def->start_ms * 1e6;
+	size_t cap = 1024;
+	j->arr = malloc(cap * sizeof(*j->arr));
+	while (j->arr && t < (double)horizon) {
+		bool burst = a->burst > 1 && a->period_ms > 0 &&
+			     fmod(t / 1e6, a->period_ms) < a->burst_ms;
+		double rate = a->rate * (burst ? a->burst : 1.0);
+		double u = ((double)(ve__rand64(&rng) >> 11) + 0.5) / 9007199254740992.0;
+		t += -log(u) / rate * 1e9;
+		if (t >= (double)horizon)
+			break;
+		if (j->narr == cap) {
+			cap *= 2;
+			uint64_t *na = realloc(j->arr, cap * sizeof(*na));
+			if (!na)
+				break;
+			j->arr = na;
+		}
+		j->arr[j->narr++] = (uint64_t)t;
+	}
+}
+
+/* Issues one item (or one kernel of a repeated item). Returns false when the
+ * body is done. */
+static bool issue_item(struct sim_ctx *x, struct job_rt *j, uint64_t now)
+{
+	const struct scenario *s = x->sc;
+	const struct prog *p = &j->def->prog;
+	if (j->pc >= p->n)
+		return false;
+	const struct item *it = &p->it[j->pc];
+	ve_stream st = j->s[j->cur_stream];
+	switch (it->kind) {
+	case IT_KERNEL: {
+		struct ve_desc d;
+		uint32_t batch = j->def->type == JOB_DECODE ? j->nbatch : 1;
+		make_kernel_desc(s, it->kernel, batch, &d);
+		if (j->def->latency) {
+			d.flags |= VE_DESC_LATENCY;
+			if (j->def->type == JOB_DECODE && j->def->tpot_ms > 0) {
+				/* Pro-rata share of the step's TPOT budget (advisory). */
+				double frac = (double)(j->pc + 1) / (double)p->n;
+				d.deadline_ns = j->step_start + (uint64_t)(j->def->tpot_ms * 1e6 * frac);
+			}
+		}
+		int rc = ve_vctx_submit(j->v, st, &d, VE_SUBMIT_NONBLOCK, NULL);
+		if (rc == -EAGAIN)
+			return true; /* back-pressure: retry after completions */
+		if (rc) {
+			fprintf(stderr, "ve-sim: submit failed: %s\n", strerror(-rc));
+			exit(2);
+		}
+		j->next_t = now + (uint64_t)(s->launch_us * 1000.0);
+		if (++j->rep >= it->count) {
+			j->rep = 0;
+			j->pc++;
+		}
+		return true;
+	}
+	case IT_COPY: {
+		struct ve_desc d = {.kind = VE_OP_MEMCPY};
+		d.u.cp.bytes = (uint64_t)it->arg;
+		if (ve_vctx_submit(j->v, st, &d, VE_SUBMIT_NONBLOCK, NULL) == -EAGAIN)
+			return true;
+		j->next_t = now + (uint64_t)(s->launch_us * 1000.0);
+		j->pc++;
+		return true;
+	}
+	case IT_STREAM:
+		j->cur_stream = (uint32_t)it->arg;
+		j->pc++;
+		return true;
+	case IT_HOST:
+		j->state = JS_SLEEP;
+		j->next_t = now + (uint64_t)(it->arg * 1000.0);
+		j->pc++;
+		return true;
+	case IT_SYNC:
+		j->state = JS_SYNC;
+		j->pc++;
+		return true;
+	}
+	return false;
+}
+
+static void start_body(struct job_rt *j, uint64_t now)
+{
+	j->in_body = true;
+	j->pc = 0;
+	j->rep = 0;
+	j->cur_stream = 0;
+	j->state = JS_RUN;
+	j->step_start = now;
+	j->next_t = now;
+}
+
+static void send_decode_hint(struct sim_ctx *x, struct job_rt *j, uint64_t now)
+{
+	const struct prog *p = &j->def->prog;
+	for (uint32_t i = 0; i < p->n; i++) {
+		if (p->it[i].kind != IT_KERNEL)
+			continue;
+		struct ve_desc d;
+		make_kernel_desc(x->sc, p->it[i].kernel, j->nbatch, &d);
+		struct ve_hint h = {.client = j->client,
+				    .key = d.key,
+				    .blocks = ve_desc_blocks(&d),
+				    .threads = ve_desc_threads(&d),
+				    .flags = VE_READY_LATENCY,
+				    .expect_ready_ns = now + 5000,
+				    .deadline_ns = now + (uint64_t)(j->def->tpot_ms * 1e6)};
+		ve_dispatcher_hint(x->d, &h);
+		return;
+	}
+}
+
+/* The body just completed (its final sync returned) at 'now'. */
+static void body_done(struct sim_ctx *x, struct job_rt *j, uint64_t now)
+{
+	const struct job_def *jd = j->def;
+	j->in_body = false;
+	switch (jd->type) {
+	case JOB_LOOP:
+		j->steps++;
+		start_body(j, now);
+		return;
+	case JOB_REQUEST:
+	case JOB_PREFILL: {
+		double lat = (double)(now - j->current.arrival);
+		j->requests++;
+		if (jd->type == JOB_PREFILL) {
+			samples_add(&j->ttft, lat);
+			if (jd->handoff_idx >= 0) {
+				struct job_rt *dj = x->by_def[jd->handoff_idx];
+				reqq_push(&dj->waiting, (struct req){.arrival = j->current.arrival,
+								     .last_token = now,
+								     .left = dj->def->tokens});
+			}
+		} else {
+			samples_add(&j->lat, lat);
+		}
+		break;
+	}
+	case JOB_DECODE: {
+		uint32_t keep = 0;
+		for (uint32_t i = 0; i < j->nbatch; i++) {
+			struct req *r = &j->batch[i];
+			samples_add(&j->tpot, (double)(now - r->last_token));
+			r->last_token = now;
+			j->tokens++;
+			if (--r->left > 0)
+				j->batch[keep++] = *r;
+			else
+				j->requests++;
+		}
+		j->nbatch = keep;
+		break;
+	}
+	}
+	j->state = JS_IDLE;
+}
+
+/* Idle job: start the next unit of work if there is one. */
+static void job_wake(struct sim_ctx *x, struct job_rt *j, uint64_t now)
+{
+	const struct job_def *jd = j->def;
+	if (jd->type == JOB_LOOP) {
+		if (now >= (uint64_t)(jd->start_ms * 1e6))
+			start_body(j, now);
+		return;
+	}
+	if (jd->type == JOB_REQUEST || jd->type == JOB_PREFILL) {
+		while (j->next_arr < j->narr && j->arr[j->next_arr] <= now)
+			reqq_push(&j->waiting, (struct req){.arrival = j->arr[j->next_arr++]});
+		if (j->waiting.n) {
+			j->current = reqq_pop(&j->waiting);
+			start_body(j, now);
+		}
+		return;
+	}
+	/* decode: admit handed-off requests, then one step for the batch */
+	while (j->waiting.n && j->nbatch < jd->batch && j->nbatch < 4096)
+		j->batch[j->nbatch++] = reqq_pop(&j->waiting);
+	if (j->nbatch) {
+		send_decode_hint(x, j, now);
+		start_body(j, now);
+	}
+}
+
+static uint64_t job_wake_time(const struct job_rt *j)
+{
+	switch (j->state) {
+	case JS_RUN:
+	case JS_SLEEP:
+		return j->next_t;
+	case JS_IDLE:
+		if (j->def->type == JOB_LOOP)
+			return (uint64_t)(j->def->start_ms * 1e6);
+		if (j->def->type == JOB_DECODE)
+			return UINT64_MAX; /* woken by handoffs */
+		return j->next_arr < j->narr ? j->arr[j->next_arr] : UINT64_MAX;
+	default:
+		return UINT64_MAX;
+	}
+}
+
+/* Lets a job act at 'now'. Returns true if it did anything. */
+static bool job_step(struct sim_ctx *x, struct job_rt *j, uint64_t now)
+{
+	bool acted = false;
+	for (int guard = 0; guard < 100000; guard++) {
+		switch (j->state) {
+		case JS_IDLE: {
+			int before = j->in_body;
+			job_wake(x, j, now);
+			if (!j->in_body && !before)
+				return acted;
+			acted = true;
+			break;
+		}
+		case JS_SLEEP:
+			if (j->next_t > now)
+				return acted;
+			j->state = JS_RUN;
+			acted = true;
+			break;
+		case JS_SYNC:
+			if (ve_vctx_ctx_query(j->v) != 0)
+				return acted;
+			j->state = JS_RUN;
+			if (j->pc >= j->def->prog.n)
+				body_done(x, j, now);
+			acted = true;
+			break;
+		case JS_RUN:
+			if (j->next_t > now)
+				return acted;
+			if (!issue_item(x, j, now)) {
+				body_done(x, j, now);
+			}
+			acted = true;
+			if (j->next_t > now)
+				return acted;
+			break;
+		}
+	}
+	return acted;
+}
+
+static int run_once(const struct scenario *sc, const char *policy, const bool *active,
+		    uint64_t seed, bool use_profile, const char *trace_path,
+		    struct run_result *res)
+{
+	struct sim_ctx x = {.sc = sc};
+	memset(res, 0, sizeof(*res));
+	struct ve_sim_config scfg;
+	ve_sim_config_default(&scfg);
+	scfg.sm_count = sc->sm_count;
+	scfg.nleaves = sc->nleaves;
+	memcpy(scfg.leaf_sms, sc->leaf_sms, sizeof(scfg.leaf_sms));
+	scfg.seed = seed;
+	scfg.kernel_model = kernel_model;
+	scfg.kernel_model_arg = (void *)sc;
+	scfg.submit_latency_ns = (uint64_t)(sc->dispatch_us * 1000.0);
+	scfg.jitter = seed > 1 ? 0.03 : 0.0;
+	int rc = ve_sim_create(&scfg, &x.b);
+	if (rc)
+		return rc;
+	struct ve_gpu_info gi;
+	x.b->ops->info(x.b, &gi);
+	char err[256];
+	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
+				     .nleaves = gi.nleaves,
+				     .max_entries = sc->max_entries,
+				     .max_clients = MAX_JOBS,
+				     .policy = policy,
+				     .seed = seed};
+	rc = ve_coord_create(&cc, &x.coord, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "ve-sim: policy %s: %s\n", policy, err);
+		x.b->ops->destroy(x.b);
+		return rc;
+	}
+	struct ve_trace *tr = NULL;
+	if (trace_path && ve_trace_create(0, &tr))
+		tr = NULL;
+	struct ve_dispatcher_config dc = {.backend = x.b, .coord = x.coord, .host_inline = true,
+					  .trace = tr};
+	rc = ve_dispatcher_create(&dc, &x.d);
+	if (rc) {
+		fprintf(stderr, "ve-sim: dispatcher: %s\n", strerror(-rc));
+		goto out;
+	}
+	/* Offline profiles: exact model times at every pool size (what
+	 * ve-profile measures on a real GPU). */
+	const struct ve_pool *pool = ve_coord_pool(x.coord);
+	if (use_profile) {
+		for (uint32_t k = 0; k < sc->nk; k++) {
+			uint32_t maxb = sc->k[k].per_req ? 64 : 1;
+			for (uint32_t bsz = 1; bsz <= maxb; bsz++) {
+				struct ve_desc d;
+				make_kernel_desc(sc, k, bsz, &d);
+				for (uint32_t e = 0; e < pool->nentries; e++) {
+					uint64_t ns;
+					if (ve_sim_predict(x.b, VE_LANE(e, 0), &d, &ns, NULL) == 0)
+						ve_profile_set(ve_coord_profile(x.coord), d.key,
+							       pool->e[e].sms, (double)ns);
+				}
+			}
+		}
+	}
+	uint64_t horizon = (uint64_t)(sc->horizon_ms * 1e6);
+	for (uint32_t i = 0; i < sc->nj; i++) {
+		if (!active[i])
+			continue;
+		struct job_rt *j = &x.jobs[x.njobs];
+		x.by_def[i] = j;
+		j->def = &sc->j[i];
+		j->client = x.njobs;
+		struct ve_vctx_config vc = {.client_id = j->client, .max_ops = 4096};
+		if ((rc = ve_vctx_create(&vc, &j->v)))
+			goto out;
+		for (int k = 0; k < 8; k++)
+			ve_vctx_stream_create(j->v, VE_STREAM_NON_BLOCKING, 0, &j->s[k]);
+		ve_dispatcher_attach(x.d, j->v, j->client, j->def->latency ? VE_READY_LATENCY : 0);
+		if (tr)
+			ve_trace_set_client_name(tr, j->client, j->def->name);
+		gen_arrivals(j, horizon, seed);
+		j->state = JS_IDLE;
+		x.njobs++;
+	}
+	for (;;) {
+		uint64_t now = ve_sim_now(x.b);
+		if (now >= horizon)
+			break;
+		bool progress = true;
+		while (progress) {
+			progress = false;
+			for (uint32_t i = 0; i < x.njobs; i++)
+				progress |= job_step(&x, &x.jobs[i], now);
+			progress |= ve_dispatcher_poll(x.d) > 0;
+		}
+		uint64_t t_next = horizon;
+		for (uint32_t i = 0; i < x.njobs; i++) {
+			uint64_t t = job_wake_time(&x.jobs[i]);
+			if (t > now && t < t_next)
+				t_next = t;
+		}
+		uint64_t t_sim;
+		if (ve_sim_peek(x.b, &t_sim) == 0 && t_sim < t_next)
+			t_next = t_sim > now ? t_sim : now;
+		if (t_next <= now) {
+			/* Something is due now but nobody moved: step the sim. */
+			if (ve_sim_advance(x.b, NULL) == -ENODATA)
+				break;
+			continue;
+		}
+		ve_sim_advance_to(x.b, t_next);
+	}
+	double secs = sc->horizon_ms / 1e3;
+	for (uint32_t i = 0, n = 0; i < sc->nj; i++) {
+		if (!active[i])
+			continue;
+		struct job_rt *j = &x.jobs[n++];
+		const struct job_def *jd = j->def;
+		double units = jd->type == JOB_LOOP ? (double)j->steps
+			       : jd->type == JOB_DECODE ? (double)j->tokens
+							: (double)j->requests;
+		res->thr[i] = units / secs;
+		res->p50[i] = percentile(&j->lat, 0.5) / 1e3;
+		res->p99[i] = percentile(&j->lat, 0.99) / 1e3;
+		res->lat_viol[i] = frac_above(&j->lat, jd->slo_ms * 1e6);
+		res->tpot_p50[i] = percentile(&j->tpot, 0.5) / 1e3;
+		res->tpot_p99[i] = percentile(&j->tpot, 0.99) / 1e3;
+		res->tpot_viol[i] = frac_above(&j->tpot, jd->tpot_ms * 1e6);
+		res->ttft_p50[i] = percentile(&j->ttft, 0.5) / 1e3;
+		res->ttft_p99[i] = percentile(&j->ttft, 0.99) / 1e3;
+		res->ttft_viol[i] = frac_above(&j->ttft, jd->ttft_ms * 1e6);
+	}
+	struct ve_sim_stats ss;
+	ve_sim_stats(x.b, &ss);
+	res->util = ss.sm_busy_ns / ((double)sc->sm_count * (double)ss.now_ns);
+	struct ve_coord_stats cs;
+	ve_coord_stats(x.coord, &cs);
+	res->bindings = cs.bindings;
+	res->decide_us_per_binding = cs.bindings ? (double)cs.decide_ns / 1e3 / (double)cs.bindings : 0;
+	if (tr) {
+		rc = ve_trace_write(tr, trace_path);
+		if (rc)
+			fprintf(stderr, "ve-sim: cannot write trace %s: %s\n", trace_path,
+				strerror(-rc));
+		else
+			fprintf(stderr, "ve-sim: trace of policy %s (%u slices) in %s\n", policy,
+				ve_trace_count(tr), trace_path);
+	}
+	rc = 0;
+out:
+	ve_dispatcher_destroy(x.d);
+	for (uint32_t i = 0; i < x.njobs; i++) {
+		struct job_rt *j = &x.jobs[i];
+		ve_vctx_destroy(j->v);
+		free(j->arr);
+		free(j->waiting.r);
+		free(j->lat.v);
+		free(j->tpot.v);
+		free(j->ttft.v);
+	}
+	ve_trace_destroy(tr);
+	ve_coord_destroy(x.coord);
+	x.b->ops->destroy(x.b);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ report */
+
+struct agg {
+	double sum, min, max;
+	int n;
+};
+
+static void agg_add(struct agg *a, double v)
+{
+	if (isnan(v))
+		return;
+	if (!a->n || v < a->min)
+		a->min = v;
+	if (!a->n || v > a->max)
+		a->max = v;
+	a->sum += v;
+	a->n++;
+}
+
+static double agg_mean(const struct agg *a)
+{
+	return a->n ? a->sum / a->n : NAN;
+}
+
+struct policy_report {
+	char name[64];
+	struct agg norm[MAX_JOBS], thr[MAX_JOBS], p50[MAX_JOBS], p99[MAX_JOBS], lat_viol[MAX_JOBS];
+	struct agg tpot_p50[MAX_JOBS], tpot_p99[MAX_JOBS], tpot_viol[MAX_JOBS];
+	struct agg ttft_p50[MAX_JOBS], ttft_p99[MAX_JOBS], ttft_viol[MAX_JOBS];
+	struct agg aggregate, util, decide;
+};
+
+static void json_agg(FILE *f, const char *key, const struct agg *a, bool comma)
+{
+	if (!a->n)
+		return;
+	fprintf(f, "%s\"%s\": {\"mean\": %.6g, \"min\": %.6g, \"max\": %.6g}", comma ? ", " : "",
+		key, agg_mean(a), a->min, a->max);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ve-sim [scenario.txt] [options]\n"
+		"  Replays a workload scenario on the simulated GPU under several policies.\n"
+		"  With no scenario file: the embedded default (a colocated training pair).\n"
+		"options:\n"
+		"  --policies LIST    comma-separated policy specs (default tput,fixed,whole;\n"
+		"                     add tpot for scenarios with latency jobs); built-ins: %s\n"
+		"  --seeds N          runs per policy with different seeds (default 1; >1 adds 3%%\n"
+		"                     duration jitter) and reports mean and range\n"
+		"  --horizon-ms MS    override the scenario's virtual duration\n"
+		"  --json FILE        write results as JSON\n"
+		"  --trace FILE       Chrome/Perfetto trace of one run (first policy, first seed)\n"
+		"  --trace-policy P   ... of policy P instead\n"
+		"  --no-profile       no offline profiles: policies learn online from completions\n"
+		"  --quiet            no progress lines\n"
+		"  --print-default    print the embedded default scenario and exit\n",
+		ve_policy_builtin_names());
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = NULL, *json = NULL, *trace = NULL, *trace_policy = NULL;
+	const char *policies = NULL;
+	int seeds = 1;
+	bool use_profile = true, quiet = false;
+	double horizon = -1;
+	ve__log_init();
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(a, "--print-default") == 0) {
+			fputs(default_scenario, stdout);
+			return 0;
+		} else if (strcmp(a, "--policies") == 0 && i + 1 < argc) {
+			policies = argv[++i];
+		} else if (strcmp(a, "--seeds") == 0 && i + 1 < argc) {
+			seeds = atoi(argv[++i]);
+			if (seeds < 1 || seeds > 100) {
+				fprintf(stderr, "ve-sim: --seeds must be 1..100\n");
+				return 2;
+			}
+		} else if (strcmp(a, "--horizon-ms") == 0 && i + 1 < argc) {
+			if (ve__parse_double(argv[++i], &horizon) || horizon <= 0) {
+				fprintf(stderr, "ve-sim: --horizon-ms needs a positive number\n");
+				return 2;
+			}
+		} else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
+			json = argv[++i];
+		} else if (strcmp(a, "--trace") == 0 && i + 1 < argc) {
+			trace = argv[++i];
+		} else if (strcmp(a, "--trace-policy") == 0 && i + 1 < argc) {
+			trace_policy = argv[++i];
+		} else if (strcmp(a, "--no-profile") == 0) {
+			use_profile = false;
+		} else if (strcmp(a, "--quiet") == 0) {
+			quiet = true;
+		} else if (a[0] == '-') {
+			fprintf(stderr, "ve-sim: unknown option %s\n", a);
+			usage(stderr);
+			return 2;
+		} else if (!path) {
+			path = a;
+		} else {
+			fprintf(stderr, "ve-sim: one scenario at a time\n");
+			return 2;
+		}
+	}
+	char *text = NULL;
+	if (path) {
+		FILE *f = fopen(path, "r");
+		if (!f) {
+			fprintf(stderr, "ve-sim: cannot open %s: %s\n", path, strerror(errno));
+			return 2;
+		}
+		fseek(f, 0, SEEK_END);
+		long len = ftell(f);
+		fseek(f, 0, SEEK_SET);
+		text = calloc(1, (size_t)len + 1);
+		if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
+			fprintf(stderr, "ve-sim: cannot read %s\n", path);
+			return 2;
+		}
+		fclose(f);
+	}
+	static struct scenario sc;
+	if (parse_scenario(&sc, text ? text : default_scenario, path ? path : "(embedded)"))
+		return 2;
+	free(text);
+	if (horizon > 0)
+		sc.horizon_ms = horizon;
+	bool any_latency = false;
+	for (uint32_t i = 0; i < sc.nj; i++)
+		any_latency |= sc.j[i].latency;
+	char pol_buf[512];
+	snprintf(pol_buf, sizeof(pol_buf), "%s",
+		 policies ? policies : any_latency ? "tput,tpot,fixed,whole" : "tput,fixed,whole");
+	char *pnames[MAX_POLICIES];
+	int np = 0;
+	char *psave = NULL;
+	for (char *p = strtok_r(pol_buf, ",", &psave); p && np < MAX_POLICIES;
+	     p = strtok_r(NULL, ",", &psave))
+		pnames[np++] = p;
+
+	/* Solo baselines: each job alone on the whole GPU. */
+	bool active[MAX_JOBS];
+	double solo[MAX_JOBS];
+	for (uint32_t i = 0; i < sc.nj; i++) {
+		memset(active, 0, sizeof(active));
+		active[i] = true;
+		struct agg a = {0};
+		for (int s = 0; s < seeds; s++) {
+			struct run_result r;
+			if (run_once(&sc, "whole", active, (uint64_t)s + 1, use_profile, NULL, &r))
+				return 1;
+			agg_add(&a, r.thr[i]);
+		}
+		solo[i] = agg_mean(&a);
+		if (!quiet)
+			fprintf(stderr, "ve-sim: %s solo: %.2f units/s\n", sc.j[i].name, solo[i]);
+	}
+	static struct policy_report rep[MAX_POLICIES];
+	memset(active, 1, sizeof(active));
+	for (int p = 0; p < np; p++) {
+		struct policy_report *R = &rep[p];
+		snprintf(R->name, sizeof(R->name), "%s", pnames[p]);
+		for (int s = 0; s < seeds; s++) {
+			struct run_result r;
+			const char *tp = NULL;
+			if (trace && s == 0 &&
+			    (trace_policy ? strcmp(trace_policy, pnames[p]) == 0 : p == 0))
+				tp = trace;
+			if (run_once(&sc, pnames[p], active, (uint64_t)s + 1, use_profile, tp, &r))
+				return 1;
+			double aggn = 0;
+			for (uint32_t i = 0; i < sc.nj; i++) {
+				double nrm = solo[i] > 0 ? r.thr[i] / solo[i] : NAN;
+				agg_add(&R->norm[i], nrm);
+				if (!isnan(nrm))
+					aggn += nrm;
+				agg_add(&R->thr[i], r.thr[i]);
+				agg_add(&R->p50[i], r.p50[i]);
+				agg_add(&R->p99[i], r.p99[i]);
+				agg_add(&R->lat_viol[i], r.lat_viol[i]);
+				agg_add(&R->tpot_p50[i], r.tpot_p50[i]);
+				agg_add(&R->tpot_p99[i], r.tpot_p99[i]);
+				agg_add(&R->tpot_viol[i], r.tpot_viol[i]);
+				agg_add(&R->ttft_p50[i], r.ttft_p50[i]);
+				agg_add(&R->ttft_p99[i], r.ttft_p99[i]);
+				agg_add(&R->ttft_viol[i], r.ttft_viol[i]);
+			}
+			agg_add(&R->aggregate, aggn);
+			agg_add(&R->util, r.util);
+			agg_add(&R->decide, r.decide_us_per_binding);
+		}
+		if (!quiet)
+			fprintf(stderr, "ve-sim: policy %s done\n", pnames[p]);
+	}
+
+	/* Table. */
+	printf("scenario %s: %.0f ms of virtual time on %u SMs (%u leaves), %d seed(s)\n", sc.name,
+	       sc.horizon_ms, sc.sm_count, sc.nleaves, seeds);
+	printf("%-10s %-10s %10s %8s %10s %10s %9s %9s\n", "policy", "job", "norm_thr", "thr/s",
+	       "p50/tpot50", "p99/tpot99", "tpot_viol", "ttft_viol");
+	for (int p = 0; p < np; p++) {
+		struct policy_report *R = &rep[p];
+		for (uint32_t i = 0; i < sc.nj; i++) {
+			const struct job_def *jd = &sc.j[i];
+			double a50 = jd->type == JOB_DECODE ? agg_mean(&R->tpot_p50[i])
+				     : jd->type == JOB_PREFILL ? agg_mean(&R->ttft_p50[i])
+							      : agg_mean(&R->p50[i]);
+			double a99 = jd->type == JOB_DECODE ? agg_mean(&R->tpot_p99[i])
+				     : jd->type == JOB_PREFILL ? agg_mean(&R->ttft_p99[i])
+							      : agg_mean(&R->p99[i]);
+			printf("%-10s %-10s %10.3f %8.1f", p == 0 || i ? (i ? "" : R->name) : R->name,
+			       jd->name, agg_mean(&R->norm[i]), agg_mean(&R->thr[i]));
+			if (isnan(a50))
+				printf(" %10s %10s", "-", "-");
+			else
+				printf(" %9.0fus %9.0fus", a50, a99);
+			double tv = agg_mean(&R->tpot_viol[i]), fv = agg_mean(&R->ttft_viol[i]);
+			if (isnan(tv))
+				printf(" %9s", "-");
+			else
+				printf(" %8.1f%%", 100 * tv);
+			if (isnan(fv))
+				printf(" %9s\n", "-");
+			else
+				printf(" %8.1f%%\n", 100 * fv);
+		}
+		printf("%-10s %-10s %10.3f  (range %.3f-%.3f)  SM utilization %.1f%%\n", "",
+		       "aggregate", agg_mean(&R->aggregate), R->aggregate.min, R->aggregate.max,
+		       100 * agg_mean(&R->util));
+	}
+	if (json) {
+		FILE *f = fopen(json, "w");
+		if (!f) {
+			fprintf(stderr, "ve-sim: cannot write %s: %s\n", json, strerror(errno));
+			return 1;
+		}
+		char date[32];
+		time_t now = time(NULL);
+		strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+		fprintf(f, "{\n  \"tool\": \"ve-sim\",\n  \"scenario\": \"%s\",\n  \"date\": \"%s\",\n",
+			sc.name, date);
+		fprintf(f, "  \"machine\": \"simulated GPU, %u SMs, leaves", sc.sm_count);
+		for (uint32_t i = 0; i < sc.nleaves; i++)
+			fprintf(f, "%s%u", i ? "," : " ", sc.leaf_sms[i]);
+		fprintf(f, " (virtual time; model in docs/architecture.md)\",\n");
+		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"profiles\": %s,\n",
+			sc.horizon_ms, seeds, use_profile ? "\"offline (exact model)\"" : "\"online only\"");
+		fprintf(f, "  \"solo_throughput\": {");
+		for (uint32_t i = 0; i < sc.nj; i++)
+			fprintf(f, "%s\"%s\": %.6g", i ? ", " : "", sc.j[i].name, solo[i]);
+		fprintf(f, "},\n  \"policies\": {\n");
+		for (int p = 0; p < np; p++) {
+			struct policy_report *R = &rep[p];
+			fprintf(f, "    \"%s\": {", R->name);
+			json_agg(f, "aggregate_normalized_throughput", &R->aggregate, false);
+			json_agg(f, "sm_utilization", &R->util, true);
+			json_agg(f, "decision_us_per_binding", &R->decide, true);
+			fprintf(f, ", \"jobs\": {");
+			for (uint32_t i = 0; i < sc.nj; i++) {
+				fprintf(f, "%s\"%s\": {", i ? ", " : "", sc.j[i].name);
+				json_agg(f, "normalized_throughput", &R->norm[i], false);
+				json_agg(f, "throughput_per_s", &R->thr[i], true);
+				json_agg(f, "latency_p50_us", &R->p50[i], true);
+				json_agg(f, "latency_p99_us", &R->p99[i], true);
+				json_agg(f, "latency_slo_violation", &R->lat_viol[i], true);
+				json_agg(f, "tpot_p50_us", &R->tpot_p50[i], true);
+				json_agg(f, "tpot_p99_us", &R->tpot_p99[i], true);
+				json_agg(f, "tpot_slo_violation", &R->tpot_viol[i], true);
+				json_agg(f, "ttft_p50_us", &R->ttft_p50[i], true);
+				json_agg(f, "ttft_p99_us", &R->ttft_p99[i], true);
+				json_agg(f, "ttft_slo_violation", &R->ttft_viol[i], true);
+				fprintf(f, "}");
+			}
+			fprintf(f, "}}%s\n", p + 1 < np ? "," : "");
+		}
+		fprintf(f, "  }\n}\n");
+		fclose(f);
+	}
+	return 0;
+}
