@@ -23,9 +23,11 @@
  * SMs, and alone the kernel takes
  *	T = max(t_floor, t_launch + W * t_wave),  W = ceil(blocks / (d * bps))
  * waves: a kernel on m SMs runs ceil(blocks / (m * bps)) waves, and t_floor
- * is the bandwidth bound at which a memory-bound kernel stops scaling.
- * (t_wave, t_launch, t_floor) come from cfg.kernel_model keyed by the
- * descriptor (ve-sim reads scenario files), else cfg.kernel (10 us per wave).
+ * is the time its memory traffic takes with the whole GPU's bandwidth, the
+ * bound at which a memory-bound kernel stops scaling (its bytes are
+ * B = t_floor * BW, with BW normalised to 1). (t_wave, t_launch, t_floor) come
+ * from cfg.kernel_model keyed by the descriptor (ve-sim reads scenario
+ * files), else cfg.kernel (10 us per wave, no traffic).
  *
  * Sharing (fluid processor sharing). Running kernel i puts a load of
  * c_i = d_i / |S_i| on every SM of its entry (its demand spread evenly). An
@@ -39,19 +41,50 @@
  * replaces the ceil of the exclusive formula by a continuous, monotone
  * function equal to T at m = d; a ceil at fractional m would let a shared
  * kernel beat its exclusive time. Its progress rate is 1 / T(m_i), a fraction
- * of its work per ns. Rates are recomputed whenever the set of running
- * kernels changes; an op whose rate did not change keeps its predicted end,
- * so unshared runs have exact integer times. Two identical kernels sharing
- * one entry with t_launch = 0 therefore take exactly twice as long as one,
- * and the SM-ns of work are conserved. Known limits: the floor (bandwidth) is
- * not shared between kernels, copies do not contend with kernels for memory
- * bandwidth, and t_launch is stretched with the rest of the kernel.
+ * of its work per ns (before the bandwidth bound below). Rates are
+ * recomputed whenever the set of running kernels changes; an op whose rate
+ * did not change keeps its predicted end, so unshared runs have exact
+ * integer times. Two identical kernels sharing one entry with t_launch = 0
+ * therefore take exactly twice as long as one, and the SM-ns of work are
+ * conserved.
+ *
+ * Memory bandwidth is one resource of the whole GPU. With Tc(m) = T(m)
+ * without the floor, kernel i's compute-limited rate is v_i = 1 / Tc(m_i),
+ * and sustaining it takes the bandwidth share n_i = min(1, t_floor_i * v_i).
+ * Shares are handed out max-min fair (water-filling): in increasing order of
+ * n_i, a need is met in full while the bandwidth left, split evenly among the
+ * kernels not yet served, covers it; the rest get that even split L. A
+ * kernel's share is b_i = min(n_i, L) and its progress rate
+ *	min(v_i, b_i / t_floor_i),
+ * so a met kernel keeps 1 / T(m_i) and a short one moves its B_i bytes at
+ * b_i. Alone (n_i <= 1 = L) that is exactly T = max(t_floor, Tc): single
+ * kernel times do not change. Two memory-bound kernels on disjoint SMs take
+ * as long as running back to back on the whole GPU (bytes are conserved), a
+ * compute-bound one next to a memory-bound one keeps its time and leaves the
+ * rest to the other. Shares are recomputed with the SM shares, at every
+ * start and end of a kernel (or of a copy that uses bandwidth, below); the
+ * stats' bw_busy_ns integrates the sum of b_i. cfg.private_bandwidth gives
+ * each kernel a whole GPU's bandwidth instead (the model before this one;
+ * concurrent memory-bound kernels then get more bandwidth than there is).
+ * Limits: SM shares are
+ * computed first, so a kernel stalled on bandwidth keeps its share of shared
+ * SMs (it does not hand issue slots to a co-resident kernel); t_floor = 0
+ * means no traffic at all, not "some"; bandwidth is one pool (no per-HBM-
+ * stack or L2 locality, no latency effects); t_launch is stretched with the
+ * rest of a shared kernel.
  *
  * Ops without SMs run on their lane for a fixed time: memcpy latency +
  * bytes / copy rate (default 2 us + 50 GB/s), memset latency + bytes / memset
  * rate (1 us + 1 TB/s), event records and calls 1 us, unless cfg.op_model
  * says otherwise. Every lane is its own engine (no contention between copy
- * lanes). Host functions never reach a backend (the dispatcher runs them),
+ * lanes). By default copies take no memory bandwidth. With
+ * cfg.mem_bytes_per_ns > 0 (and shared bandwidth), a memcpy or memset of N
+ * bytes joins the water-filling like a kernel with Tc = its duration and
+ * t_floor = N / mem_bytes_per_ns (its duration alone is raised to that floor
+ * if shorter): it slows down only if its need is not met, and it takes
+ * bandwidth from kernels. N counts once (a device-to-device copy that reads
+ * and writes N bytes moves 2N: halve mem_bytes_per_ns to model that).
+ * Host functions never reach a backend (the dispatcher runs them),
  * but one submitted anyway runs fn(arg) at its start with zero duration.
  * VE_OP_CALL runs its fn only with cfg.invoke_calls (the lane id as stream);
  * it uses no SMs even with VE_DESC_CALL_COMPUTE (a graph launch is one opaque
@@ -581,6 +614,23 @@ static double water_level(double *v, uint32_t n)
 	return 1.0;
 }
 
+/* Brings rem up to date and sets the op's new time; keeps t_pred when the
+ * rate did not change, so unshared ops keep their exact integer ends. */
+static void set_rate(struct sim_op *o, double t, uint64_t now)
+{
+	if (t == o->t_eff)
+		return;
+	if (o->t_eff > 0) {
+		o->rem -= (double)(now - o->t_rate) / o->t_eff;
+		if (o->rem < 0)
+			o->rem = 0;
+	}
+	o->t_rate = now;
+	o->t_eff = t;
+	/* The tolerance keeps float noise from adding a ns to exact ends. */
+	o->t_pred = now + to_ns(ceil(o->rem * t - 1e-6));
+}
+
 /* Rates of every running fluid op after the running set changed: SM shares
  * first, then the bandwidth those shares ask for, water-filled. */
 static void recompute(struct sim *s)
@@ -599,7 +649,7 @@ static void recompute(struct sim *s)
 		if (load[l] > 0)
 			occ += s->cfg.leaf_sms[l];
 	double sum = 0, need_sum = 0;
-	uint32_t nneed = 0;
+	uint32_t nneed = 0; /* ops that use bandwidth, in s->tmp (free between batches) */
 	for (uint32_t r = 0; r < s->nrunning; r++) {
 		struct sim_op *o = &s->ops[s->running[r]];
 		if (!o->fluid)
@@ -624,18 +674,20 @@ static void recompute(struct sim *s)
 		o->bw_need = bw_need(o, m_eff);
 		sum += m_eff;
 		if (o->bw_need > 0) {
-			s->needs[nneed++] = o->bw_need;
+			s->needs[nneed] = o->bw_need;
+			s->tmp[nneed++] = s->running[r];
 			need_sum += o->bw_need;
+		} else {
+			o->bw_alloc = 0;
+			set_rate(o, kernel_time(o, m_eff), now);
 		}
 	}
 	double level = 1.0; /* meets every need */
 	if (!s->cfg.private_bandwidth && need_sum > 1.0 + BW_EPS)
 		level = water_level(s->needs, nneed);
 	double bw = 0;
-	for (uint32_t r = 0; r < s->nrunning; r++) {
-		struct sim_op *o = &s->ops[s->running[r]];
-		if (!o->fluid)
-			continue;
+	for (uint32_t j = 0; j < nneed; j++) {
+		struct sim_op *o = &s->ops[s->tmp[j]];
 		double t = kernel_time(o, o->m_eff);
 		double a = o->bw_need;
 		if (a > level) {
@@ -647,17 +699,7 @@ static void recompute(struct sim *s)
 		}
 		o->bw_alloc = a;
 		bw += a;
-		if (t != o->t_eff) {
-			if (o->t_eff > 0) {
-				o->rem -= (double)(now - o->t_rate) / o->t_eff;
-				if (o->rem < 0)
-					o->rem = 0;
-			}
-			o->t_rate = now;
-			o->t_eff = t;
-			/* The tolerance keeps float noise from adding a ns to exact ends. */
-			o->t_pred = now + to_ns(ceil(o->rem * t - 1e-6));
-		}
+		set_rate(o, t, now);
 	}
 	s->sum_meff = sum;
 	s->sum_bw = bw;

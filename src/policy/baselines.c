@@ -8,9 +8,9 @@
  *         concurrent kernels; across processes without MPS the driver time
  *         slices instead, which ve-sim cannot model this way, see docs).
  *  fixed: a static partition per client, like MPS percentages or MIG: the
- *         leaves are split into `parts` contiguous groups balanced by SMs
- *         (default: 2), client c uses group c % parts, and its ops share its
- *         group's largest entry. Knob: fixed:parts=N.
+ *         leaves are split into contiguous groups balanced by SMs, one per
+ *         registered client (or `parts` groups, client i in group i % parts),
+ *         and a client's ops share its group's largest entry. fixed:parts=N.
  *  chaos: a random ready op and a random eligible entry for every binding,
  *         sharing allowed. Results must still be bitwise identical to a
  *         native run; tests use it to prove bindings do not matter.
@@ -50,11 +50,14 @@ const struct ve_policy_ops ve_policy_whole = {
 /* ---------------------------------------------------------------- fixed */
 
 struct fixed {
-	uint32_t parts;
+	uint32_t parts;	 /* groups now in use */
+	bool explicit_parts; /* fixed:parts=N given: keep N whatever the client count */
 	uint64_t group[VE_POOL_MAX_LEAVES]; /* leaf masks per part */
 	uint16_t home[VE_POOL_MAX_LEAVES];  /* largest entry inside each group */
+	int32_t rank[VE_POLICY_MAX_CLIENTS]; /* client -> its group, -1 = not registered */
 	uint64_t round;
 	uint64_t tried[VE_POLICY_MAX_CLIENTS / 64 + 1];
+	const struct ve_pool *pool;
 };
 
 static int fixed_kv(const char *k, const char *val, void *arg)
@@ -64,28 +67,19 @@ static int fixed_kv(const char *k, const char *val, void *arg)
 	if (strcmp(k, "parts") != 0 || ve__parse_u64(val, &n) || n == 0 || n > 64)
 		return -EINVAL;
 	f->parts = (uint32_t)n;
+	f->explicit_parts = true;
 	return 0;
 }
 
-static int fixed_init(const char *args, const struct ve_policy_view *v, void **priv)
+/* Contiguous groups; a group takes the next leaf while that brings its
+ * running total closer to its share (so powers of two give tree nodes),
+ * leaving at least one leaf for each later group. */
+static void build_groups(struct fixed *f)
 {
-	struct fixed *f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->parts = 2;
-	int rc = ve__policy_parse_args(args, fixed_kv, f);
-	const struct ve_pool *p = v->pool;
-	if (!rc && f->parts > p->nleaves)
-		rc = -EINVAL;
-	if (rc) {
-		free(f);
-		return rc;
-	}
-	/* Contiguous groups; a group takes the next leaf while that brings its
-	 * running total closer to its share (so powers of two give tree nodes),
-	 * leaving at least one leaf for each later group. */
+	const struct ve_pool *p = f->pool;
 	uint32_t leaf = 0;
 	uint64_t acc = 0;
+	memset(f->group, 0, sizeof(f->group));
 	for (uint32_t g = 0; g < f->parts; g++) {
 		uint64_t target = (uint64_t)p->total_sms * (g + 1) / f->parts;
 		uint32_t later = f->parts - g - 1;
@@ -105,9 +99,62 @@ static int fixed_init(const char *args, const struct ve_policy_view *v, void **p
 				f->home[g] = (uint16_t)e;
 			}
 	}
+}
+
+/* Without fixed:parts=N the GPU is split evenly among the registered
+ * clients, in registration order: recomputed when one comes or goes. */
+static void assign_ranks(struct fixed *f)
+{
+	uint32_t n = 0;
+	for (uint32_t c = 0; c < VE_POLICY_MAX_CLIENTS; c++)
+		if (f->rank[c] >= 0)
+			f->rank[c] = (int32_t)n++;
+	if (!f->explicit_parts) {
+		uint32_t parts = n ? n : 1;
+		if (parts > f->pool->nleaves)
+			parts = f->pool->nleaves;
+		if (parts != f->parts) {
+			f->parts = parts;
+			build_groups(f);
+		}
+	}
+}
+
+static int fixed_init(const char *args, const struct ve_policy_view *v, void **priv)
+{
+	struct fixed *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->parts = 1;
+	f->pool = v->pool;
+	for (uint32_t c = 0; c < VE_POLICY_MAX_CLIENTS; c++)
+		f->rank[c] = -1;
+	int rc = ve__policy_parse_args(args, fixed_kv, f);
+	if (!rc && f->parts > v->pool->nleaves)
+		rc = -EINVAL;
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	build_groups(f);
 	f->round = UINT64_MAX;
 	*priv = f;
 	return 0;
+}
+
+static void fixed_notify(void *priv, const struct ve_policy_view *v,
+			 const struct ve_policy_event *ev)
+{
+	struct fixed *f = priv;
+	if (ev->client >= VE_POLICY_MAX_CLIENTS)
+		return;
+	if (ev->kind == VE_PEV_CLIENT_ADDED) {
+		f->rank[ev->client] = (int32_t)VE_POLICY_MAX_CLIENTS; /* renumbered below */
+		assign_ranks(f);
+	} else if (ev->kind == VE_PEV_CLIENT_REMOVED) {
+		f->rank[ev->client] = -1;
+		assign_ranks(f);
+	}
 }
 
 static void fixed_fini(void *priv)
@@ -146,7 +193,8 @@ static int32_t fixed_select(void *priv, const struct ve_policy_view *v, uint32_t
 			    const uint16_t *eligible, uint32_t n, uint32_t *flags)
 {
 	struct fixed *f = priv;
-	uint32_t g = v->ops[op].client % f->parts;
+	int32_t r = f->rank[v->ops[op].client];
+	uint32_t g = (uint32_t)(r < 0 ? 0 : r) % f->parts;
 	uint16_t home = f->home[g];
 	*flags |= VE_BIND_SHARE; /* a client's concurrent kernels share its partition */
 	for (uint32_t i = 0; i < n; i++)
@@ -158,11 +206,13 @@ static int32_t fixed_select(void *priv, const struct ve_policy_view *v, uint32_t
 const struct ve_policy_ops ve_policy_fixed = {
 	.abi_version = VE_POLICY_ABI_VERSION,
 	.name = "fixed",
-	.summary = "static partition per client (like MIG or MPS percentages); fixed:parts=N",
+	.summary = "static partition per client (like MIG or MPS percentages): an even split "
+		   "among registered clients, or fixed:parts=N",
 	.init = fixed_init,
 	.fini = fixed_fini,
 	.pick = fixed_pick,
 	.select = fixed_select,
+	.notify = fixed_notify,
 };
 
 /* ---------------------------------------------------------------- chaos */

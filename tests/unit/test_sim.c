@@ -2,7 +2,9 @@
 /*
  * Simulated GPU backend tests: lane FIFO, concurrency of disjoint entries,
  * waves, the bandwidth floor, processor sharing on overlapping entries (work
- * conserved), completion order, determinism of a seeded random workload
+ * conserved), the shared memory bandwidth (lone kernels unchanged, memory-bound
+ * pairs serialised, compute/memory overlap, max-min shares, copies, private
+ * floors), completion order, determinism of a seeded random workload
  * (replay with VE_SEED=<seed>), fault injection at submit and at run time,
  * the event hook's SM sets, copy lanes, host functions, bad input, capacity,
  * virtual-time semantics, statistics, a two-thread run and a speed check.
@@ -673,7 +675,8 @@ VE_TEST(bandwidth_two_memory_bound_serialize)
 VE_TEST(bandwidth_compute_and_memory_overlap)
 {
 	struct ve_sim_config cfg = bw_config(2, 66);
-	struct ve_desc m = bw_kernel(1, 66, 2), c0 = bw_kernel(3, 66, 10), cc = bw_kernel(2, 66, 10);
+	struct ve_desc m = bw_kernel(1, 66, 2), c0 = bw_kernel(3, 66, 10),
+		       cc = bw_kernel(2, 66, 10);
 	struct ve_completion c[4];
 	struct ve_sim_stats st;
 	struct ve_backend *b = make(&cfg);
@@ -700,8 +703,7 @@ VE_TEST(bandwidth_compute_and_memory_overlap)
 	uint64_t tm = by_cookie(c, 2, 4)->t_end_ns - t0;
 	VE_CHECK_MSG(near(tm, 75000), "memory-bound kernel took %" PRIu64, tm);
 	VE_CHECK_EQ(ve_sim_stats(b, &st), 0);
-	VE_CHECK_MSG(fabs(st.bw_busy_ns - (60000 + 20000 + 60000)) < 0.1, "bw %.3f",
-		     st.bw_busy_ns);
+	VE_CHECK_MSG(fabs(st.bw_busy_ns - (60000 + 20000 + 60000)) < 0.1, "bw %.3f", st.bw_busy_ns);
 	b->ops->destroy(b);
 }
 
@@ -989,8 +991,8 @@ static int random_floor_model(void *arg, const struct ve_desc *d, struct ve_sim_
 
 enum { RUN_PLAIN, RUN_SHARED_BW, RUN_PRIVATE_BW };
 
-static int random_run(uint64_t seed, int mode, struct trace *t, uint64_t *n_done,
-		      uint64_t *t_end, struct ve_sim_stats *st)
+static int random_run(uint64_t seed, int mode, struct trace *t, uint64_t *n_done, uint64_t *t_end,
+		      struct ve_sim_stats *st)
 {
 	struct ve_sim_config cfg = config();
 	if (mode != RUN_PLAIN) {
