@@ -31,7 +31,7 @@
 
 #define MAX_KERNELS 64
 #define MAX_JOBS    16
-#define MAX_ITEMS   256
+#define MAX_ITEMS   8192
 #define MAX_POLICIES 8
 #define NAME_LEN    32
 
@@ -105,6 +105,7 @@ struct scenario {
 	struct job_def j[MAX_JOBS];
 	uint32_t nj;
 	uint32_t max_entries;
+	char policies[256]; /* default --policies for this scenario */
 };
 
 static int die_line(const char *src, int line, const char *msg, const char *what)
@@ -122,10 +123,33 @@ static int find_kernel(const struct scenario *s, const char *name)
 	return -1;
 }
 
+/* Items of a body; "( a b c )*N" repeats a group (groups may nest). */
 static int parse_items(struct scenario *s, struct prog *p, char *save, const char *src, int line)
 {
+	uint32_t open_at[16], depth = 0;
 	char *t;
 	while ((t = strtok_r(NULL, " \t\r\n", &save))) {
+		if (strcmp(t, "(") == 0) {
+			if (depth == 16)
+				return die_line(src, line, "groups nest too deep", NULL);
+			open_at[depth++] = p->n;
+			continue;
+		}
+		if (t[0] == ')') {
+			uint64_t cnt = 1;
+			if (!depth)
+				return die_line(src, line, "')' without '('", NULL);
+			if (t[1] && (t[1] != '*' || ve__parse_u64(t + 2, &cnt) || !cnt || cnt > 100000))
+				return die_line(src, line, "a group closes with ')' or ')*N'", t);
+			uint32_t from = open_at[--depth], len = p->n - from;
+			if ((uint64_t)len * cnt > MAX_ITEMS - from)
+				return die_line(src, line, "body too long after expanding groups", NULL);
+			for (uint64_t r = 1; r < cnt; r++) {
+				memcpy(&p->it[p->n], &p->it[from], len * sizeof(p->it[0]));
+				p->n += len;
+			}
+			continue;
+		}
 		if (p->n == MAX_ITEMS)
 			return die_line(src, line, "too many items", NULL);
 		struct item *it = &p->it[p->n];
@@ -165,6 +189,8 @@ static int parse_items(struct scenario *s, struct prog *p, char *save, const cha
 		}
 		p->n++;
 	}
+	if (depth)
+		return die_line(src, line, "unclosed '('", NULL);
 	return 0;
 }
 
@@ -215,6 +241,11 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 				s->dispatch_us = d;
 			else
 				s->launch_us = d;
+		} else if (strcmp(t, "policies") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			if (!v)
+				{ rc = die_line(src, line, "policies needs a comma-separated list", NULL); break; }
+			snprintf(s->policies, sizeof(s->policies), "%s", v);
 		} else if (strcmp(t, "pool_entries") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			uint64_t n;
@@ -362,8 +393,8 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 		} else if (strcmp(t, "tokens") == 0 || strcmp(t, "batch") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			uint64_t n;
-			if (!v || ve__parse_u64(v, &n) || !n || n > 4096)
-				{ rc = die_line(src, line, "needs a positive count", t); break; }
+			if (!v || ve__parse_u64(v, &n) || !n || n > 1024)
+				{ rc = die_line(src, line, "needs a count in 1..1024", t); break; }
 			if (t[0] == 't')
 				cur->tokens = (uint32_t)n;
 			else
@@ -509,7 +540,7 @@ struct job_rt {
 	uint64_t *arr;
 	size_t narr, next_arr;
 	struct reqq waiting;
-	struct req batch[4096];
+	struct req batch[1024];
 	uint32_t nbatch;
 	struct req current;
 	/* metrics */
@@ -523,7 +554,7 @@ struct run_result {
 	double p50[MAX_JOBS], p99[MAX_JOBS];
 	double tpot_p50[MAX_JOBS], tpot_p99[MAX_JOBS], tpot_viol[MAX_JOBS];
 	double ttft_p50[MAX_JOBS], ttft_p99[MAX_JOBS], ttft_viol[MAX_JOBS], lat_viol[MAX_JOBS];
-	double util;
+	double util, bw_util;
 	uint64_t bindings, ops;
 	double decide_us_per_binding;
 };
@@ -612,11 +643,13 @@ static bool issue_item(struct sim_ctx *x, struct job_rt *j, uint64_t now)
 		make_kernel_desc(s, it->kernel, batch, &d);
 		if (j->def->latency) {
 			d.flags |= VE_DESC_LATENCY;
-			if (j->def->type == JOB_DECODE && j->def->tpot_ms > 0) {
-				/* Pro-rata share of the step's TPOT budget (advisory). */
-				double frac = (double)(j->pc + 1) / (double)p->n;
+			/* Advisory deadline: a pro-rata share of the step's TPOT budget
+			 * (decode) or of the request's latency SLO since its arrival. */
+			double frac = (double)(j->pc + 1) / (double)p->n;
+			if (j->def->type == JOB_DECODE && j->def->tpot_ms > 0)
 				d.deadline_ns = j->step_start + (uint64_t)(j->def->tpot_ms * 1e6 * frac);
-			}
+			else if (j->def->type == JOB_REQUEST && j->def->slo_ms > 0)
+				d.deadline_ns = j->current.arrival + (uint64_t)(j->def->slo_ms * 1e6 * frac);
 		}
 		int rc = ve_vctx_submit(j->v, st, &d, VE_SUBMIT_NONBLOCK, NULL);
 		if (rc == -EAGAIN)
@@ -705,7 +738,7 @@ static void body_done(struct sim_ctx *x, struct job_rt *j, uint64_t now)
 		j->requests++;
 		if (jd->type == JOB_PREFILL) {
 			samples_add(&j->ttft, lat);
-			if (jd->handoff_idx >= 0) {
+			if (jd->handoff_idx >= 0 && x->by_def[jd->handoff_idx]) {
 				struct job_rt *dj = x->by_def[jd->handoff_idx];
 				reqq_push(&dj->waiting, (struct req){.arrival = j->current.arrival,
 								     .last_token = now,
@@ -754,7 +787,7 @@ static void job_wake(struct sim_ctx *x, struct job_rt *j, uint64_t now)
 		return;
 	}
 	/* decode: admit handed-off requests, then one step for the batch */
-	while (j->waiting.n && j->nbatch < jd->batch && j->nbatch < 4096)
+	while (j->waiting.n && j->nbatch < jd->batch && j->nbatch < 1024)
 		j->batch[j->nbatch++] = reqq_pop(&j->waiting);
 	if (j->nbatch) {
 		send_decode_hint(x, j, now);
@@ -938,7 +971,17 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 			continue;
 		struct job_rt *j = &x.jobs[n++];
 		const struct job_def *jd = j->def;
-		double units = jd->type == JOB_LOOP ? (double)j->steps
+		/* Loops count fractional steps (ops completed / ops per step), so a
+		 * short horizon does not quantize throughput to whole steps. */
+		double per_step = 0;
+		for (uint32_t k = 0; k < jd->prog.n; k++)
+			per_step += jd->prog.it[k].kind == IT_KERNEL ? jd->prog.it[k].count
+				    : jd->prog.it[k].kind == IT_COPY ? 1
+								      : 0;
+		struct ve_vctx_stats vs;
+		ve_vctx_stats(j->v, &vs);
+		double units = jd->type == JOB_LOOP
+				       ? (per_step > 0 ? (double)vs.completed / per_step : (double)j->steps)
 			       : jd->type == JOB_DECODE ? (double)j->tokens
 							: (double)j->requests;
 		res->thr[i] = units / secs;
@@ -955,6 +998,7 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	struct ve_sim_stats ss;
 	ve_sim_stats(x.b, &ss);
 	res->util = ss.sm_busy_ns / ((double)sc->sm_count * (double)ss.now_ns);
+	res->bw_util = ss.bw_busy_ns / (double)ss.now_ns;
 	struct ve_coord_stats cs;
 	ve_coord_stats(x.coord, &cs);
 	res->bindings = cs.bindings;
@@ -1015,7 +1059,7 @@ struct policy_report {
 	struct agg norm[MAX_JOBS], thr[MAX_JOBS], p50[MAX_JOBS], p99[MAX_JOBS], lat_viol[MAX_JOBS];
 	struct agg tpot_p50[MAX_JOBS], tpot_p99[MAX_JOBS], tpot_viol[MAX_JOBS];
 	struct agg ttft_p50[MAX_JOBS], ttft_p99[MAX_JOBS], ttft_viol[MAX_JOBS];
-	struct agg aggregate, util, decide;
+	struct agg aggregate, util, bw_util, decide;
 };
 
 static void json_agg(FILE *f, const char *key, const struct agg *a, bool comma)
@@ -1125,20 +1169,47 @@ int main(int argc, char **argv)
 		any_latency |= sc.j[i].latency;
 	char pol_buf[512];
 	snprintf(pol_buf, sizeof(pol_buf), "%s",
-		 policies ? policies : any_latency ? "tput,tpot,fixed,whole" : "tput,fixed,whole");
+		 policies	   ? policies
+		 : sc.policies[0] ? sc.policies
+		 : any_latency	   ? "tput,tpot,fixed,whole"
+				   : "tput,fixed,whole");
 	char *pnames[MAX_POLICIES];
 	int np = 0;
 	char *psave = NULL;
-	for (char *p = strtok_r(pol_buf, ",", &psave); p && np < MAX_POLICIES;
-	     p = strtok_r(NULL, ",", &psave))
+	/* Commas separate policies and also a policy's knobs: a piece with '='
+	 * and no ':' is one more knob of the policy before it. */
+	for (char *p = strtok_r(pol_buf, ",", &psave); p; p = strtok_r(NULL, ",", &psave)) {
+		if (np && strchr(p, '=') && !strchr(p, ':')) {
+			p[-1] = ','; /* strtok_r wrote a NUL there: put the comma back */
+			continue;
+		}
+		if (np == MAX_POLICIES) {
+			fprintf(stderr, "ve-sim: at most %d policies\n", MAX_POLICIES);
+			return 2;
+		}
 		pnames[np++] = p;
+	}
 
 	/* Solo baselines: each job alone on the whole GPU. */
 	bool active[MAX_JOBS];
 	double solo[MAX_JOBS];
 	for (uint32_t i = 0; i < sc.nj; i++) {
+		/* A job fed by another (prefill -> decode handoff) runs "alone" with
+		 * its partners: neither has work without the other. */
 		memset(active, 0, sizeof(active));
 		active[i] = true;
+		for (bool grew = true; grew;) {
+			grew = false;
+			for (uint32_t k = 0; k < sc.nj; k++) {
+				int h = sc.j[k].handoff_idx;
+				if (h < 0)
+					continue;
+				if (active[k] && !active[h])
+					active[h] = grew = true;
+				if (active[h] && !active[k])
+					active[k] = grew = true;
+			}
+		}
 		struct agg a = {0};
 		for (int s = 0; s < seeds; s++) {
 			struct run_result r;
@@ -1182,6 +1253,7 @@ int main(int argc, char **argv)
 			}
 			agg_add(&R->aggregate, aggn);
 			agg_add(&R->util, r.util);
+			agg_add(&R->bw_util, r.bw_util);
 			agg_add(&R->decide, r.decide_us_per_binding);
 		}
 		if (!quiet)
@@ -1219,9 +1291,9 @@ int main(int argc, char **argv)
 			else
 				printf(" %8.1f%%\n", 100 * fv);
 		}
-		printf("%-10s %-10s %10.3f  (range %.3f-%.3f)  SM utilization %.1f%%\n", "",
-		       "aggregate", agg_mean(&R->aggregate), R->aggregate.min, R->aggregate.max,
-		       100 * agg_mean(&R->util));
+		printf("%-10s %-10s %10.3f  (range %.3f-%.3f)  SM util %.1f%%  bandwidth util %.1f%%\n",
+		       "", "aggregate", agg_mean(&R->aggregate), R->aggregate.min, R->aggregate.max,
+		       100 * agg_mean(&R->util), 100 * agg_mean(&R->bw_util));
 	}
 	if (json) {
 		FILE *f = fopen(json, "w");
@@ -1249,6 +1321,7 @@ int main(int argc, char **argv)
 			fprintf(f, "    \"%s\": {", R->name);
 			json_agg(f, "aggregate_normalized_throughput", &R->aggregate, false);
 			json_agg(f, "sm_utilization", &R->util, true);
+			json_agg(f, "bandwidth_utilization", &R->bw_util, true);
 			json_agg(f, "decision_us_per_binding", &R->decide, true);
 			fprintf(f, ", \"jobs\": {");
 			for (uint32_t i = 0; i < sc.nj; i++) {

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Interposition: the legacy entry points (hooks_body.h), plus how programs
+ * find them. libcudart (and so PyTorch, cuBLAS, Triton) never calls driver
+ * symbols by name: it dlsym()s cuGetProcAddress_v2 from libcuda and asks it
+ * for every entry point. So the shim overrides dlsym (for the cu* names it
+ * hooks and for cuGetProcAddress itself) and wraps what cuGetProcAddress
+ * returns; programs linked against libcuda directly bind to the exported
+ * hooks through LD_PRELOAD. Everything not hooked passes through untouched.
+ */
+#define VE_PTSZ 0
+#include "shim/hooks_body.h"
+
+#include <dlfcn.h>
+
+/* A hook replaces the driver's pointer only if the driver gave the very
+ * version the hook was written for (our table's pointer): an older ABI
+ * version requested by an old runtime passes through untouched. */
+static void *hook_for(const char *symbol, void *real, bool ptsz)
+{
+	int id = ve__real_find(symbol);
+	if (id < 0 || !real)
+		return NULL;
+	const void *const *tab = ptsz ? (const void *const *)(const void *)&ve__real_ptsz
+				      : (const void *const *)(const void *)&ve__real;
+	if (tab[id] != real)
+		return NULL;
+	if (ptsz)
+		for (const struct ve_hook *h = ve__hooks_ptsz; h->fn; h++)
+			if (h->id == id)
+				return h->fn;
+	/* Calls with no per-thread form behave the same through either flag. */
+	for (const struct ve_hook *h = ve__hooks_legacy; h->fn; h++)
+		if (h->id == id)
+			return ptsz && ((const void *const *)(const void *)&ve__real)[id] != real
+				       ? NULL
+				       : h->fn;
+	return NULL;
+}
+
+static bool hooks_enabled(void)
+{
+	/* Only the configuration decides here: the runtime itself starts at the
+	 * first intercepted call, after the app's cuInit (libcudart looks up
+	 * its entry points before it initializes the driver). */
+	return ve__shim_hooking();
+}
+
+static CUresult getproc_common(const char *symbol, void **pfn, int ver, cuuint64_t flags,
+			       CUdriverProcAddressQueryResult *st);
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int ver, cuuint64_t flags,
+			  CUdriverProcAddressQueryResult *st)
+{
+	return getproc_common(symbol, pfn, ver, flags, st);
+}
+
+/* The pre-12.5 form, still exported by the driver as "cuGetProcAddress". */
+CUresult ve__cuGetProcAddress_v1(const char *symbol, void **pfn, int ver, cuuint64_t flags);
+CUresult ve__cuGetProcAddress_v1(const char *symbol, void **pfn, int ver, cuuint64_t flags)
+{
+	return getproc_common(symbol, pfn, ver, flags, NULL);
+}
+
+static CUresult getproc_common(const char *symbol, void **pfn, int ver, cuuint64_t flags,
+			       CUdriverProcAddressQueryResult *st)
+{
+	CUdriverProcAddressQueryResult local;
+	CUresult r = ve__real_getproc(symbol, pfn, ver, flags, st ? st : &local);
+	if (r != CUDA_SUCCESS || !pfn || !*pfn || !symbol)
+		return r;
+	if (strcmp(symbol, "cuGetProcAddress") == 0) {
+		/* The runtime asks for the lookup itself; keep it ours. */
+		*pfn = ver >= 12050 ? (void *)&cuGetProcAddress : (void *)&ve__cuGetProcAddress_v1;
+		return r;
+	}
+	if (!hooks_enabled())
+		return r;
+	void *h = hook_for(symbol, *pfn, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0);
+	if (h)
+		*pfn = h;
+	else if (ve__real_find(symbol) >= 0)
+		VE_DEBUG("cuGetProcAddress(%s, version %d): driver returned another ABI version; "
+			 "passing it through",
+			 symbol, ver);
+	return r;
+}
+
+/* True if 'addr' lies in the driver library or in libve.so itself: their own
+ * lookups must get the real symbols (a driver may resolve its entry points
+ * through dlsym, and must never be handed a hook that calls back into it). */
+static bool internal_caller(const void *addr)
+{
+	static const void *self_base;
+	Dl_info info;
+	if (!self_base && dladdr((const void *)&internal_caller, &info))
+		self_base = info.dli_fbase;
+	if (!dladdr(addr, &info) || !info.dli_fname)
+		return false;
+	if (info.dli_fbase == self_base)
+		return true;
+	const char *base = strrchr(info.dli_fname, '/');
+	base = base ? base + 1 : info.dli_fname;
+	if (strncmp(base, "libcuda.so", 10) == 0)
+		return true;
+	const char *env = getenv("VE_LIBCUDA");
+	return env && *env && strcmp(info.dli_fname, env) == 0;
+}
+
+/* dlsym override: cu* names the shim hooks resolve to the hooks; everything
+ * else, and every lookup made by the driver itself, goes to glibc's dlsym.
+ * Never initializes anything: the driver may call it during our own init. */
+void *dlsym(void *handle, const char *symbol)
+{
+	void *real = ve__real_dlsym(handle, symbol);
+	if (!real || symbol[0] != 'c' || symbol[1] != 'u')
+		return real;
+	if (!hooks_enabled() || internal_caller(__builtin_return_address(0)))
+		return real;
+	if (strcmp(symbol, "cuGetProcAddress_v2") == 0)
+		return (void *)&cuGetProcAddress;
+	if (strcmp(symbol, "cuGetProcAddress") == 0)
+		return (void *)&ve__cuGetProcAddress_v1;
+	const struct ve_hook *tabs[2] = {ve__hooks_legacy, ve__hooks_ptsz};
+	for (int k = 0; k < 2; k++)
+		for (const struct ve_hook *h = tabs[k]; h->fn; h++)
+			if (strcmp(h->export_name, symbol) == 0)
+				return h->fn;
+	return real;
+}

@@ -1,0 +1,1076 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The intercepted driver API. Compiled twice: by hooks.c (legacy-stream entry
+ * points: cuLaunchKernel, cuMemcpyHtoD_v2, ...) and by hooks_ptsz.c with
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM defined, where cuda.h's own macros turn
+ * every definition below into its per-thread twin (cuLaunchKernel_ptsz,
+ * cuMemcpyHtoD_v2_ptds, ...) and VE_PTSZ is 1: a NULL stream then means the
+ * calling thread's default stream. Calls without a per-thread form are
+ * compiled only in the legacy pass (#if !VE_PTSZ).
+ *
+ * What each call does under Vitamin-E is documented in docs/semantics.md
+ * ("Intercepted calls"); the comments here say why, briefly.
+ */
+#include "backend/cuda_desc.h"
+#include "dispatch/coord.h"
+#include "shim/shim.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if VE_PTSZ
+#define VE_TABLE (&ve__real_ptsz)
+#else
+#define VE_TABLE (&ve__real)
+#endif
+/* The real entry point of this pass, by table index (see shim.h). */
+#define VE_REAL(name)                                                                              \
+	(ve__real_ready(),                                                                         \
+	 ((__typeof__(&name))(((void *const *)(const void *)VE_TABLE)[VE_REAL_ID_##name])))
+/* For macros that take the function name as a parameter: the id must be
+ * pasted there, before the name is macro-expanded to its versioned symbol. */
+#define VE_REAL_T(fn, id) (ve__real_ready(), ((__typeof__(&fn))(((void *const *)(const void *)VE_TABLE)[id])))
+/* Entry points without a per-thread variant, from the legacy table. */
+#define VE_REAL0(name)                                                                             \
+	(ve__real_ready(),                                                                         \
+	 ((__typeof__(&name))(((void *const *)(const void *)&ve__real)[VE_REAL_ID_##name])))
+
+#define VE_S(x) VE_S2(x)
+#define VE_S2(x) #x
+
+extern _Thread_local uint64_t ve__deadline_ns;
+
+static inline struct ve_vctx *V(void)
+{
+	return ve__shim.v;
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+enum host_kind { HK_DEVICE = 0, HK_PINNED, HK_PAGEABLE };
+
+/* Device, pinned host or pageable host memory, per the driver. */
+static enum host_kind host_kind_of(const void *p)
+{
+	CUmemorytype t = 0;
+	CUresult r = VE_REAL0(cuPointerGetAttribute)(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+						      (CUdeviceptr)(uintptr_t)p);
+	if (r != CUDA_SUCCESS)
+		return HK_PAGEABLE; /* unregistered host memory */
+	return t == CU_MEMORYTYPE_HOST ? HK_PINNED : HK_DEVICE;
+}
+
+static CUresult submit_wait(const struct ve_target *t, const struct ve_desc *d, bool wait)
+{
+	ve_tok tok;
+	int rc = ve_vctx_submit(V(), t->ls, d, 0, &tok);
+	if (rc)
+		return ve__cu_error(rc);
+	if (wait)
+		return ve__cu_error(ve_vctx_tok_wait(V(), tok));
+	return CUDA_SUCCESS;
+}
+
+static CUresult submit_copy(const struct ve_target *t, uint32_t variant, CUdeviceptr dst,
+			    CUdeviceptr src, size_t bytes, const void *payload, uint32_t plen,
+			    bool wait)
+{
+	struct ve_desc d = {.kind = VE_OP_MEMCPY, .payload = payload, .payload_len = plen};
+	d.u.cp.dst = dst;
+	d.u.cp.src = src;
+	d.u.cp.bytes = bytes;
+	d.u.cp.variant = variant;
+	return submit_wait(t, &d, wait);
+}
+
+static CUresult submit_memset(const struct ve_target *t, CUdeviceptr dst, uint64_t value,
+			      uint32_t elem, size_t pitch, size_t width, size_t height, bool wait)
+{
+	struct ve_desc d = {.kind = VE_OP_MEMSET};
+	d.u.ms.dst = dst;
+	d.u.ms.value = value;
+	d.u.ms.elem_size = elem;
+	d.u.ms.pitch = pitch;
+	d.u.ms.width = width;
+	d.u.ms.height = height;
+	return submit_wait(t, &d, wait);
+}
+
+/* The stream a synchronous (non-Async) call runs on: the default stream of
+ * this pass (legacy, or the thread's own for the _ptds entry points). */
+static void resolve_default(struct ve_target *t)
+{
+	ve__resolve_stream(NULL, VE_PTSZ, t);
+}
+
+/* Pass-through with ordering: wait for the stream's logical work, call the
+ * driver on the app's real stream, then make later logical work wait for it. */
+#define BARRIER_CALL(t, call)                                                                      \
+	do {                                                                                       \
+		CUresult br_ = ve__barrier_begin(t);                                               \
+		if (br_ != CUDA_SUCCESS)                                                           \
+			return br_;                                                                \
+		return ve__barrier_end((t), (call));                                               \
+	} while (0)
+
+/* ------------------------------------------------------------------ streams */
+
+#if !VE_PTSZ
+static CUresult stream_created(CUresult r, CUstream *ph, unsigned flags, int prio)
+{
+	if (r != CUDA_SUCCESS || !ve__shim_active())
+		return r;
+	CUcontext cur = NULL;
+	VE_REAL0(cuCtxGetCurrent)(&cur);
+	if (cur != ve__shim.ctx)
+		return r; /* another context's stream: not ours to virtualize */
+	ve_stream ls;
+	int rc = ve_vctx_stream_create(V(), (flags & CU_STREAM_NON_BLOCKING) ? VE_STREAM_NON_BLOCKING : 0,
+				       prio, &ls);
+	struct ve_stream_info si = {.ls = ls, .flags = flags};
+	if (rc == 0 && (rc = ve__smap_put(*ph, &si)) != 0)
+		ve_vctx_stream_destroy(V(), ls);
+	if (rc) {
+		VE_REAL0(cuStreamDestroy)(*ph);
+		return ve__cu_error(rc);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream *ph, unsigned int flags)
+{
+	if (!ph)
+		return CUDA_ERROR_INVALID_VALUE;
+	return stream_created(VE_REAL0(cuStreamCreate)(ph, flags), ph, flags, 0);
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority)
+{
+	if (!ph)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult r = VE_REAL0(cuStreamCreateWithPriority)(ph, flags, priority);
+	int prio = priority;
+	if (r == CUDA_SUCCESS)
+		VE_REAL0(cuStreamGetPriority)(*ph, &prio); /* the driver clamps it */
+	return stream_created(r, ph, flags, prio);
+}
+
+CUresult cuStreamDestroy(CUstream s)
+{
+	struct ve_stream_info si;
+	if (ve__shim_is_active() && s && ve__smap_get(s, &si) == 0) {
+		/* Returns at once; pending logical work still completes (vctx). */
+		ve_vctx_stream_destroy(V(), si.ls);
+		ve__smap_del(s);
+	}
+	return VE_REAL0(cuStreamDestroy)(s);
+}
+#endif
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuStreamSynchronize)(s);
+	return ve__cu_error(ve_vctx_stream_sync(V(), t.ls));
+}
+
+CUresult cuStreamQuery(CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuStreamQuery)(s);
+	return ve__cu_error(ve_vctx_stream_query(V(), t.ls));
+}
+
+/* A logical stream waits for a real event the vctx does not know. */
+static int call_wait_foreign(uint64_t lane_stream, const void *payload, uint32_t len)
+{
+	CUevent ev;
+	memcpy(&ev, payload, sizeof(ev));
+	CUresult r = VE_REAL0(cuStreamWaitEvent)((CUstream)(uintptr_t)lane_stream, ev, 0);
+	return r == CUDA_SUCCESS ? 0 : (int)r;
+}
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	struct ve_event_info ei;
+	bool known = ve__shim_is_active() && ve__emap_get(e, &ei) == 0;
+	if (known && ei.capture && !t.virt && !t.capturing && s && s != CU_STREAM_LEGACY &&
+	    s != CU_STREAM_PER_THREAD)
+		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
+	if (t.capturing || (known && ei.capture)) {
+		/* Waiting on an event recorded inside a capture joins this stream
+		 * to the capture: from here on its work is recorded, not run. */
+		if (known && ei.capture && s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD)
+			ve__smap_set_capture(s, ei.capture);
+		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
+	}
+	if (!t.virt)
+		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
+	if (!known) {
+		struct ve_desc d = {.kind = VE_OP_CALL, .payload = (const void *)&e,
+				    .payload_len = sizeof(e)};
+		d.u.call.fn = call_wait_foreign;
+		return submit_wait(&t, &d, false);
+	}
+	return ve__cu_error(ve_vctx_stream_wait_event(V(), t.ls, ei.le));
+}
+
+static void host_fn_desc(struct ve_desc *d, void (*fn)(void *), void *arg, uint32_t style,
+			 CUstream s)
+{
+	memset(d, 0, sizeof(*d));
+	d->kind = VE_OP_HOST_FN;
+	d->u.host.fn = fn;
+	d->u.host.arg = arg;
+	d->u.host.style = style;
+	d->u.host.stream_handle = (uint64_t)(uintptr_t)s;
+}
+
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *userData)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt || !fn)
+		return VE_REAL(cuLaunchHostFunc)(s, fn, userData);
+	struct ve_desc d;
+	host_fn_desc(&d, fn, userData, 0, s);
+	return submit_wait(&t, &d, false);
+}
+
+CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *userData, unsigned int flags)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt || !cb || flags)
+		return VE_REAL(cuStreamAddCallback)(s, cb, userData, flags);
+	struct ve_desc d;
+	/* style 1: the host executor calls cb(stream, status, userData) */
+	host_fn_desc(&d, (void (*)(void *))(void *)cb, userData, 1, s);
+	return submit_wait(&t, &d, false);
+}
+
+/* ------------------------------------------------------------------ capture and graphs */
+
+static _Atomic uint32_t next_capture_group = 1;
+
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt || s == NULL || s == CU_STREAM_LEGACY)
+		return VE_REAL(cuStreamBeginCapture)(s, mode); /* the driver refuses legacy capture */
+	/* Captured work is recorded by the driver, not run: the stream passes
+	 * through from here to the end of capture, after its logical work. */
+	CUresult r = ve__barrier_begin(&t);
+	if (r == CUDA_SUCCESS)
+		r = VE_REAL(cuStreamBeginCapture)(s, mode);
+	if (r == CUDA_SUCCESS) {
+		uint32_t g = atomic_fetch_add(&next_capture_group, 1);
+		if (s == CU_STREAM_PER_THREAD)
+			ve__ptds_capture_set(g);
+		else
+			ve__smap_set_capture(s, g);
+		ve__notice_once(VE_NOTE_CAPTURE, "stream capture passes through to the driver; "
+						 "graph launches run outside the pool, in order");
+	}
+	return r;
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+	struct ve_stream_info si;
+	CUresult r = VE_REAL(cuStreamEndCapture)(s, g);
+	if (!ve__shim_is_active())
+		return r;
+	bool ptds = s == CU_STREAM_PER_THREAD || (s == NULL && VE_PTSZ);
+	uint32_t group = ptds ? ve__ptds_capture()
+			 : (s && ve__smap_get(s, &si) == 0) ? si.capture
+							    : 0;
+	if (group) {
+		ve__smap_end_capture(group);
+		if (ve__ptds_capture() == group)
+			ve__ptds_capture_set(0);
+	}
+	return r;
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuGraphLaunch)(exec, s);
+	ve__notice_once(VE_NOTE_GRAPH, "CUDA graph launches run as ordered pass-through on the "
+				       "app's stream (full GPU, not pooled)");
+	BARRIER_CALL(&t, VE_REAL(cuGraphLaunch)(exec, s));
+}
+
+/* ------------------------------------------------------------------ events */
+
+#if !VE_PTSZ
+CUresult cuEventCreate(CUevent *ph, unsigned int flags)
+{
+	CUresult r = VE_REAL0(cuEventCreate)(ph, flags);
+	if (r != CUDA_SUCCESS || !ve__shim_active())
+		return r;
+	CUcontext cur = NULL;
+	VE_REAL0(cuCtxGetCurrent)(&cur);
+	if (cur != ve__shim.ctx)
+		return r;
+	ve_event le;
+	unsigned vf = flags & (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+			       CU_EVENT_INTERPROCESS);
+	int rc = ve_vctx_event_create(V(), vf, &le);
+	struct ve_event_info ei = {.le = le, .flags = flags};
+	if (rc == 0 && (rc = ve__emap_put(*ph, &ei)) != 0)
+		ve_vctx_event_destroy(V(), le);
+	if (rc) {
+		VE_REAL0(cuEventDestroy)(*ph);
+		return ve__cu_error(rc);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent e)
+{
+	struct ve_event_info ei;
+	if (ve__shim_is_active() && ve__emap_get(e, &ei) == 0) {
+		ve_tok tok = VE_TOK_NONE;
+		ve_vctx_event_generation(V(), ei.le, NULL, &tok);
+		ve_vctx_event_destroy(V(), ei.le);
+		ve__emap_del(e);
+		/* A pending timed record still names the real event: destroy it
+		 * after that record ran (CUDA lets the app destroy it now). */
+		if (!(ei.flags & CU_EVENT_DISABLE_TIMING) && !ve_vctx_tok_done(V(), tok)) {
+			ve__defer_event_destroy(e, tok);
+			return CUDA_SUCCESS;
+		}
+	}
+	return VE_REAL0(cuEventDestroy)(e);
+}
+
+CUresult cuEventQuery(CUevent e)
+{
+	struct ve_event_info ei;
+	if (!ve__shim_is_active() || ve__emap_get(e, &ei) || ei.capture)
+		return VE_REAL0(cuEventQuery)(e);
+	return ve__cu_error(ve_vctx_event_query(V(), ei.le));
+}
+
+CUresult cuEventSynchronize(CUevent e)
+{
+	struct ve_event_info ei;
+	if (!ve__shim_is_active() || ve__emap_get(e, &ei) || ei.capture)
+		return VE_REAL0(cuEventSynchronize)(e);
+	return ve__cu_error(ve_vctx_event_sync(V(), ei.le));
+}
+
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+	struct ve_event_info ea, eb;
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ve__shim_is_active() || ve__emap_get(a, &ea) || ve__emap_get(b, &eb))
+		return VE_REAL0(cuEventElapsedTime)(ms, a, b);
+	float host_ms = 0;
+	int rc = ve_vctx_event_elapsed(V(), ea.le, eb.le, &host_ms);
+	if (rc == -EBUSY)
+		return CUDA_ERROR_NOT_READY;
+	if (rc == -EINVAL || (rc == -ENODATA && (!(ea.flags & CU_EVENT_DISABLE_TIMING))))
+		; /* fall through to the driver for its exact error or value */
+	else if (rc)
+		return ve__cu_error(rc);
+	/* Both generations complete: the backend recorded the real events at
+	 * those points, so the driver's own timing applies. */
+	CUresult r = VE_REAL0(cuEventElapsedTime)(ms, a, b);
+	if (r != CUDA_SUCCESS && rc == 0) {
+		*ms = host_ms; /* completion-observed times (coarser, see semantics.md) */
+		return CUDA_SUCCESS;
+	}
+	return r;
+}
+#endif
+
+static CUresult event_record(CUevent e, CUstream s, unsigned flags, bool with_flags)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	struct ve_event_info ei;
+	bool known = ve__shim_is_active() && ve__emap_get(e, &ei) == 0;
+#define REAL_RECORD()                                                                              \
+	(with_flags ? VE_REAL(cuEventRecordWithFlags)(e, s, flags) : VE_REAL(cuEventRecord)(e, s))
+	if (t.capturing) {
+		CUresult r = REAL_RECORD();
+		if (r == CUDA_SUCCESS && known)
+			ve__emap_set_capture(e, t.capture);
+		return r;
+	}
+	if (!t.virt)
+		return REAL_RECORD();
+	if (!known) /* someone else's event on our stream: record it in order */
+		BARRIER_CALL(&t, REAL_RECORD());
+#undef REAL_RECORD
+	if (ei.capture)
+		ve__emap_set_capture(e, 0);
+	uint64_t app = (ei.flags & CU_EVENT_DISABLE_TIMING) ? 0 : (uint64_t)(uintptr_t)e;
+	return ve__cu_error(ve_vctx_event_record(V(), ei.le, t.ls, app));
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+	return event_record(e, s, 0, false);
+}
+
+CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags)
+{
+	return event_record(e, s, flags, true);
+}
+
+/* ------------------------------------------------------------------ launches */
+
+/* Where the launch-time copy of parameters is built: per thread, so the fast
+ * path allocates nothing. */
+static _Thread_local uint8_t launch_buf[VE_DESC_MAX_PAYLOAD];
+
+static uint32_t cluster_size(const uint32_t c[3])
+{
+	return (c[0] ? c[0] : 1) * (c[1] ? c[1] : 1) * (c[2] ? c[2] : 1);
+}
+
+static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim3 grid,
+				  struct ve_dim3 block, unsigned smem, void **params, void **extra,
+				  const CUlaunchAttribute *attrs, unsigned nattrs, bool coop)
+{
+	memset(d, 0, sizeof(*d));
+	d->kind = VE_OP_KERNEL;
+	d->u.k.fn = (uint64_t)(uintptr_t)f;
+	d->u.k.grid = grid;
+	d->u.k.block = block;
+	d->u.k.smem = smem;
+	if (nattrs > VE_DESC_MAX_ATTRS)
+		return CUDA_ERROR_INVALID_VALUE;
+	uint32_t asz = (uint32_t)sizeof(CUlaunchAttribute);
+	uint8_t *p = launch_buf;
+	if (nattrs)
+		memcpy(p, attrs, (size_t)nattrs * asz);
+	for (unsigned i = 0; i < nattrs; i++) {
+		if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && attrs[i].value.cooperative)
+			coop = true;
+		if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+			d->u.k.cluster[0] = attrs[i].value.clusterDim.x;
+			d->u.k.cluster[1] = attrs[i].value.clusterDim.y;
+			d->u.k.cluster[2] = attrs[i].value.clusterDim.z;
+		}
+	}
+	d->u.k.nattrs = (uint16_t)nattrs;
+	d->u.k.attr_size = (uint16_t)asz;
+	uint8_t *pb = p + (size_t)nattrs * asz;
+	size_t room = sizeof(launch_buf) - (size_t)nattrs * asz;
+	if (params) {
+		struct ve_param_layout L;
+		if (ve__param_layout(f, &L))
+			return CUDA_ERROR_INVALID_HANDLE;
+		if (L.total > room || L.nparams * 8u + 8u > room - L.total)
+			return CUDA_ERROR_INVALID_VALUE;
+		memset(pb, 0, L.total);
+		for (uint32_t i = 0; i < L.nparams; i++) {
+			if (!params[i])
+				return CUDA_ERROR_INVALID_VALUE;
+			memcpy(pb + L.pairs[2 * i], params[i], L.pairs[2 * i + 1]);
+		}
+		d->u.k.param_bytes = L.total;
+		d->u.k.nparams = L.nparams;
+		uint32_t pad = (8 - (L.total & 7)) & 7;
+		if (L.nparams)
+			memcpy(pb + L.total + pad, L.pairs, (size_t)L.nparams * 8);
+	} else if (extra) {
+		void *buf = NULL;
+		size_t *sz = NULL;
+		for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+				buf = extra[i + 1];
+			else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+				sz = extra[i + 1];
+			else
+				return CUDA_ERROR_INVALID_VALUE;
+			if (i > 64)
+				return CUDA_ERROR_INVALID_VALUE;
+		}
+		if (!buf || !sz || *sz > room)
+			return CUDA_ERROR_INVALID_VALUE;
+		memcpy(pb, buf, *sz);
+		d->u.k.param_bytes = (uint32_t)*sz;
+		d->flags |= VE_DESC_PARAMS_EXTRA;
+	}
+	d->payload = launch_buf;
+	d->payload_len = ve_desc_kernel_payload_len(nattrs, asz, d->u.k.param_bytes, d->u.k.nparams);
+	uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z;
+	uint32_t threads = block.x * block.y * block.z;
+	if (coop) {
+		/* All blocks must be co-resident: only entries with enough SMs at
+		 * this kernel's occupancy may run it. */
+		int per_sm = 0;
+		if (VE_REAL0(cuOccupancyMaxActiveBlocksPerMultiprocessor)(&per_sm, f, (int)threads,
+									   smem) != CUDA_SUCCESS ||
+		    per_sm <= 0)
+			return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+		d->flags |= VE_DESC_COOPERATIVE;
+		d->u.k.blocks_per_sm = (uint32_t)per_sm;
+		d->u.k.min_sms = (uint32_t)((blocks + (uint64_t)per_sm - 1) / (uint64_t)per_sm);
+	}
+	if (cluster_size(d->u.k.cluster) > 2) {
+		/* Clusters need their blocks in one GPC; a leaf holds only two SMs of
+		 * each GPC, so larger clusters get the whole GPU (conservative). */
+		d->u.k.min_sms = UINT32_MAX;
+	}
+	if (ve__shim.cfg.latency) {
+		d->flags |= VE_DESC_LATENCY;
+		d->deadline_ns = ve__deadline_ns; /* ve_advise_deadline/step, 0 = none */
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch_virtual(const struct ve_target *t, struct ve_desc *d)
+{
+	if (d->u.k.min_sms == UINT32_MAX)
+		d->u.k.min_sms = ve_coord_pool(ve__shim.coord)->total_sms;
+	int rc = ve_vctx_submit(V(), t->ls, d, 0, NULL);
+	return ve__cu_error(rc);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+			unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
+			CUstream s, void **params, void **extra)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+	struct ve_desc d;
+	CUresult r = build_kernel_desc(&d, f, (struct ve_dim3){gx, gy, gz},
+				       (struct ve_dim3){bx, by, bz}, smem, params, extra, NULL, 0,
+				       false);
+	return r != CUDA_SUCCESS ? r : launch_virtual(&t, &d);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+{
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	struct ve_target t;
+	ve__resolve_stream(config->hStream, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuLaunchKernelEx)(config, f, params, extra);
+	struct ve_desc d;
+	CUresult r = build_kernel_desc(
+		&d, f, (struct ve_dim3){config->gridDimX, config->gridDimY, config->gridDimZ},
+		(struct ve_dim3){config->blockDimX, config->blockDimY, config->blockDimZ},
+		config->sharedMemBytes, params, extra, config->attrs, config->numAttrs, false);
+	return r != CUDA_SUCCESS ? r : launch_virtual(&t, &d);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+				   unsigned int gz, unsigned int bx, unsigned int by,
+				   unsigned int bz, unsigned int smem, CUstream s, void **params)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, smem, s,
+							  params);
+	struct ve_desc d;
+	CUresult r = build_kernel_desc(&d, f, (struct ve_dim3){gx, gy, gz},
+				       (struct ve_dim3){bx, by, bz}, smem, params, NULL, NULL, 0,
+				       true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	uint32_t total = ve_coord_pool(ve__shim.coord)->total_sms;
+	if (d.u.k.min_sms > total)
+		return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE; /* would not fit natively either */
+	return launch_virtual(&t, &d);
+}
+
+/* ------------------------------------------------------------------ copies */
+
+/* Async copies: virtualized when no pageable host memory is involved; else
+ * an ordered pass-through (the driver stages pageable memory itself). */
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyHtoDAsync)(dst, src, n, s);
+	if (host_kind_of(src) == HK_PAGEABLE)
+		BARRIER_CALL(&t, VE_REAL(cuMemcpyHtoDAsync)(dst, src, n, s));
+	return submit_copy(&t, VE_CP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, NULL, 0, false);
+}
+
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyDtoHAsync)(dst, src, n, s);
+	if (host_kind_of(dst) == HK_PAGEABLE)
+		BARRIER_CALL(&t, VE_REAL(cuMemcpyDtoHAsync)(dst, src, n, s));
+	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, false);
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyDtoDAsync)(dst, src, n, s);
+	return submit_copy(&t, VE_CP_DTOD, dst, src, n, NULL, 0, false);
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyAsync)(dst, src, n, s);
+	if (host_kind_of((void *)(uintptr_t)dst) == HK_PAGEABLE ||
+	    host_kind_of((void *)(uintptr_t)src) == HK_PAGEABLE)
+		BARRIER_CALL(&t, VE_REAL(cuMemcpyAsync)(dst, src, n, s));
+	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, false);
+}
+
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+			   size_t n, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyPeerAsync)(dst, dctx, src, sctx, n, s);
+	struct ve_cp_peer pc = {.dst_ctx = dctx, .src_ctx = sctx};
+	return submit_copy(&t, VE_CP_PEER, dst, src, n, &pc, sizeof(pc), false);
+}
+
+static bool side_pageable(CUmemorytype mt, const void *host, CUdeviceptr dev)
+{
+	if (mt == CU_MEMORYTYPE_HOST)
+		return host_kind_of(host) == HK_PAGEABLE;
+	if (mt == CU_MEMORYTYPE_UNIFIED)
+		return host_kind_of((const void *)(uintptr_t)dev) == HK_PAGEABLE;
+	return false;
+}
+
+static bool copy2d_virtualizable(const CUDA_MEMCPY2D *c, bool *to_host)
+{
+	if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+		return false;
+	*to_host = c->dstMemoryType == CU_MEMORYTYPE_HOST;
+	return !side_pageable(c->srcMemoryType, c->srcHost, c->srcDevice) &&
+	       !side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice);
+}
+
+static bool copy3d_virtualizable(const CUDA_MEMCPY3D *c, bool *to_host)
+{
+	if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+		return false;
+	*to_host = c->dstMemoryType == CU_MEMORYTYPE_HOST;
+	return !side_pageable(c->srcMemoryType, c->srcHost, c->srcDevice) &&
+	       !side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice);
+}
+
+CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	bool to_host;
+	if (!t.virt || !c)
+		return VE_REAL(cuMemcpy2DAsync)(c, s);
+	if (!copy2d_virtualizable(c, &to_host))
+		BARRIER_CALL(&t, VE_REAL(cuMemcpy2DAsync)(c, s));
+	return submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c, sizeof(*c),
+			   false);
+}
+
+CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	bool to_host;
+	if (!t.virt || !c)
+		return VE_REAL(cuMemcpy3DAsync)(c, s);
+	if (!copy3d_virtualizable(c, &to_host))
+		BARRIER_CALL(&t, VE_REAL(cuMemcpy3DAsync)(c, s));
+	return submit_copy(&t, VE_CP_3D, 0, 0, (size_t)c->WidthInBytes * c->Height * c->Depth, c,
+			   sizeof(*c), false);
+}
+
+/* Synchronous copies run on the default stream and keep CUDA's host
+ * synchronization rules ("API synchronization behavior"): pageable memory
+ * goes through the driver after the stream's logical work; from or to pinned
+ * host memory the call returns once the copy is done; device to device it
+ * returns at once. */
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyHtoD)(dst, src, n);
+	if (host_kind_of(src) == HK_PAGEABLE)
+		BARRIER_CALL(&t, VE_REAL(cuMemcpyHtoD)(dst, src, n));
+	return submit_copy(&t, VE_CP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, NULL, 0, true);
+}
+
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyDtoH)(dst, src, n);
+	if (host_kind_of(dst) == HK_PAGEABLE) {
+		/* Returns only when done, so nothing later can overtake it. */
+		CUresult r = ve__barrier_begin(&t);
+		return r != CUDA_SUCCESS ? r : VE_REAL(cuMemcpyDtoH)(dst, src, n);
+	}
+	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, true);
+}
+
+CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyDtoD)(dst, src, n);
+	return submit_copy(&t, VE_CP_DTOD, dst, src, n, NULL, 0, false);
+}
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpy)(dst, src, n);
+	enum host_kind kd = host_kind_of((void *)(uintptr_t)dst);
+	enum host_kind ks = host_kind_of((void *)(uintptr_t)src);
+	if (kd == HK_PAGEABLE || ks == HK_PAGEABLE)
+		BARRIER_CALL(&t, VE_REAL(cuMemcpy)(dst, src, n));
+	bool host_side = kd == HK_PINNED || ks == HK_PINNED;
+	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, host_side);
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyPeer)(dst, dctx, src, sctx, n);
+	struct ve_cp_peer pc = {.dst_ctx = dctx, .src_ctx = sctx};
+	return submit_copy(&t, VE_CP_PEER, dst, src, n, &pc, sizeof(pc), false);
+}
+
+CUresult cuMemcpy2D(const CUDA_MEMCPY2D *c)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	bool to_host = false;
+	if (!t.virt || !c)
+		return VE_REAL(cuMemcpy2D)(c);
+	if (!copy2d_virtualizable(c, &to_host))
+		BARRIER_CALL(&t, VE_REAL(cuMemcpy2D)(c));
+	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
+	return submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c, sizeof(*c),
+			   host_side);
+}
+
+CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *c)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpy2DUnaligned)(c);
+	BARRIER_CALL(&t, VE_REAL(cuMemcpy2DUnaligned)(c));
+}
+
+CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	bool to_host = false;
+	if (!t.virt || !c)
+		return VE_REAL(cuMemcpy3D)(c);
+	if (!copy3d_virtualizable(c, &to_host))
+		BARRIER_CALL(&t, VE_REAL(cuMemcpy3D)(c));
+	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
+	return submit_copy(&t, VE_CP_3D, 0, 0, (size_t)c->WidthInBytes * c->Height * c->Depth, c,
+			   sizeof(*c), host_side);
+}
+
+/* ------------------------------------------------------------------ memset */
+
+#define MEMSET_ASYNC(name, elem, type)                                                             \
+	CUresult name(CUdeviceptr dst, type v, size_t n, CUstream s)                                \
+	{                                                                                          \
+		struct ve_target t;                                                                \
+		ve__resolve_stream(s, VE_PTSZ, &t);                                                \
+		if (!t.virt)                                                                       \
+			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, v, n, s);                                        \
+		return submit_memset(&t, dst, v, elem, 0, n, 1, false);                            \
+	}
+MEMSET_ASYNC(cuMemsetD8Async, 1, unsigned char)
+MEMSET_ASYNC(cuMemsetD16Async, 2, unsigned short)
+MEMSET_ASYNC(cuMemsetD32Async, 4, unsigned int)
+
+#define MEMSET2D_ASYNC(name, elem, type)                                                           \
+	CUresult name(CUdeviceptr dst, size_t pitch, type v, size_t w, size_t h, CUstream s)        \
+	{                                                                                          \
+		struct ve_target t;                                                                \
+		ve__resolve_stream(s, VE_PTSZ, &t);                                                \
+		if (!t.virt)                                                                       \
+			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, pitch, v, w, h, s);                              \
+		return submit_memset(&t, dst, v, elem, pitch, w, h, false);                        \
+	}
+MEMSET2D_ASYNC(cuMemsetD2D8Async, 1, unsigned char)
+MEMSET2D_ASYNC(cuMemsetD2D16Async, 2, unsigned short)
+MEMSET2D_ASYNC(cuMemsetD2D32Async, 4, unsigned int)
+
+/* Synchronous memsets are asynchronous to the host unless the target is host
+ * memory ("API synchronization behavior"). */
+#define MEMSET_SYNC(name, elem, type)                                                              \
+	CUresult name(CUdeviceptr dst, type v, size_t n)                                            \
+	{                                                                                          \
+		struct ve_target t;                                                                \
+		resolve_default(&t);                                                               \
+		if (!t.virt)                                                                       \
+			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, v, n);                                           \
+		return submit_memset(&t, dst, v, elem, 0, n, 1,                                    \
+				     host_kind_of((void *)(uintptr_t)dst) != HK_DEVICE);           \
+	}
+MEMSET_SYNC(cuMemsetD8, 1, unsigned char)
+MEMSET_SYNC(cuMemsetD16, 2, unsigned short)
+MEMSET_SYNC(cuMemsetD32, 4, unsigned int)
+
+#define MEMSET2D_SYNC(name, elem, type)                                                            \
+	CUresult name(CUdeviceptr dst, size_t pitch, type v, size_t w, size_t h)                    \
+	{                                                                                          \
+		struct ve_target t;                                                                \
+		resolve_default(&t);                                                               \
+		if (!t.virt)                                                                       \
+			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, pitch, v, w, h);                                 \
+		return submit_memset(&t, dst, v, elem, pitch, w, h,                                \
+				     host_kind_of((void *)(uintptr_t)dst) != HK_DEVICE);           \
+	}
+MEMSET2D_SYNC(cuMemsetD2D8, 1, unsigned char)
+MEMSET2D_SYNC(cuMemsetD2D16, 2, unsigned short)
+MEMSET2D_SYNC(cuMemsetD2D32, 4, unsigned int)
+
+/* ------------------------------------------------------------------ stream memory ops */
+
+struct write_value {
+	CUdeviceptr addr;
+	cuuint64_t value;
+	unsigned flags;
+	unsigned width;
+};
+
+static int call_write_value(uint64_t lane, const void *payload, uint32_t len)
+{
+	struct write_value w;
+	memcpy(&w, payload, sizeof(w));
+	CUresult r = w.width == 8 ? VE_REAL0(cuStreamWriteValue64)((CUstream)(uintptr_t)lane,
+								   w.addr, w.value, w.flags)
+				  : VE_REAL0(cuStreamWriteValue32)((CUstream)(uintptr_t)lane,
+								   w.addr, (cuuint32_t)w.value,
+								   w.flags);
+	return r == CUDA_SUCCESS ? 0 : (int)r;
+}
+
+static CUresult write_value(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned flags,
+			    unsigned width, struct ve_target *t)
+{
+	struct write_value w = {addr, value, flags, width};
+	struct ve_desc d = {.kind = VE_OP_CALL, .payload = (const void *)&w, .payload_len = sizeof(w)};
+	d.u.call.fn = call_write_value;
+	return submit_wait(t, &d, false);
+}
+
+CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuStreamWriteValue32)(s, addr, value, flags);
+	return write_value(s, addr, value, flags, 4, &t);
+}
+
+CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuStreamWriteValue64)(s, addr, value, flags);
+	return write_value(s, addr, value, flags, 8, &t);
+}
+
+/* A wait blocks its stream on the GPU until memory holds a value; on a
+ * shared copy lane it could hold up unrelated work, so it passes through. */
+CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuStreamWaitValue32)(s, addr, value, flags);
+	BARRIER_CALL(&t, VE_REAL(cuStreamWaitValue32)(s, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuStreamWaitValue64)(s, addr, value, flags);
+	BARRIER_CALL(&t, VE_REAL(cuStreamWaitValue64)(s, addr, value, flags));
+}
+
+/* ------------------------------------------------------------------ allocation */
+
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuMemFreeAsync)(p, s);
+	/* Freed in stream order: after the logical work before it. */
+	BARRIER_CALL(&t, VE_REAL(cuMemFreeAsync)(p, s));
+}
+
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+			    CUmemcpyAttributes *attrs, size_t *attrIdxs, size_t numAttrs,
+			    CUstream s)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	if (!t.virt)
+		return VE_REAL(cuMemcpyBatchAsync)(dsts, srcs, sizes, count, attrs, attrIdxs, numAttrs,
+						   s);
+	ve__notice_once(VE_NOTE_BATCH, "batched copies pass through in order");
+	BARRIER_CALL(&t, VE_REAL(cuMemcpyBatchAsync)(dsts, srcs, sizes, count, attrs, attrIdxs,
+						     numAttrs, s));
+}
+
+#if !VE_PTSZ
+/* Frees wait for the logical work that may still use the memory: the driver
+ * cannot know about work the vctx has not submitted yet. */
+CUresult cuMemFree(CUdeviceptr p)
+{
+	if (ve__shim_is_active())
+		ve_vctx_ctx_sync(V());
+	return VE_REAL0(cuMemFree)(p);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	if (ve__shim_is_active())
+		ve_vctx_ctx_sync(V());
+	return VE_REAL0(cuMemFreeHost)(p);
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+	if (ve__shim_is_active())
+		ve_vctx_ctx_sync(V());
+	return VE_REAL0(cuMemHostUnregister)(p);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	if (ve__shim_active()) {
+		CUcontext cur = NULL;
+		VE_REAL0(cuCtxGetCurrent)(&cur);
+		if (cur == ve__shim.ctx) {
+			int rc = ve_vctx_ctx_sync(V());
+			if (rc)
+				return ve__cu_error(rc);
+		}
+	}
+	return VE_REAL0(cuCtxSynchronize)();
+}
+#endif
+
+/* ------------------------------------------------------------------ hook table */
+
+/* Every function above, for cuGetProcAddress and dlsym: X(base name). */
+#define VE_HOOKS_BOTH(X)                                                                           \
+	X(cuStreamSynchronize)                                                                     \
+	X(cuStreamQuery)                                                                           \
+	X(cuStreamWaitEvent)                                                                       \
+	X(cuLaunchHostFunc)                                                                        \
+	X(cuStreamAddCallback)                                                                     \
+	X(cuStreamBeginCapture)                                                                    \
+	X(cuStreamEndCapture)                                                                      \
+	X(cuGraphLaunch)                                                                           \
+	X(cuEventRecord)                                                                           \
+	X(cuEventRecordWithFlags)                                                                  \
+	X(cuLaunchKernel)                                                                          \
+	X(cuLaunchKernelEx)                                                                        \
+	X(cuLaunchCooperativeKernel)                                                               \
+	X(cuMemcpyHtoDAsync)                                                                       \
+	X(cuMemcpyDtoHAsync)                                                                       \
+	X(cuMemcpyDtoDAsync)                                                                       \
+	X(cuMemcpyAsync)                                                                           \
+	X(cuMemcpyPeerAsync)                                                                       \
+	X(cuMemcpy2DAsync)                                                                         \
+	X(cuMemcpy3DAsync)                                                                         \
+	X(cuMemcpyHtoD)                                                                            \
+	X(cuMemcpyDtoH)                                                                            \
+	X(cuMemcpyDtoD)                                                                            \
+	X(cuMemcpy)                                                                                \
+	X(cuMemcpyPeer)                                                                            \
+	X(cuMemcpy2D)                                                                              \
+	X(cuMemcpy2DUnaligned)                                                                     \
+	X(cuMemcpy3D)                                                                              \
+	X(cuMemsetD8Async)                                                                         \
+	X(cuMemsetD16Async)                                                                        \
+	X(cuMemsetD32Async)                                                                        \
+	X(cuMemsetD2D8Async)                                                                       \
+	X(cuMemsetD2D16Async)                                                                      \
+	X(cuMemsetD2D32Async)                                                                      \
+	X(cuMemsetD8)                                                                              \
+	X(cuMemsetD16)                                                                             \
+	X(cuMemsetD32)                                                                             \
+	X(cuMemsetD2D8)                                                                            \
+	X(cuMemsetD2D16)                                                                           \
+	X(cuMemsetD2D32)                                                                           \
+	X(cuStreamWriteValue32)                                                                    \
+	X(cuStreamWriteValue64)                                                                    \
+	X(cuStreamWaitValue32)                                                                     \
+	X(cuStreamWaitValue64)                                                                     \
+	X(cuMemFreeAsync)                                                                          \
+	X(cuMemcpyBatchAsync)
+
+#define VE_HOOKS_LEGACY_ONLY(X)                                                                    \
+	X(cuStreamCreate)                                                                          \
+	X(cuStreamCreateWithPriority)                                                              \
+	X(cuStreamDestroy)                                                                         \
+	X(cuEventCreate)                                                                           \
+	X(cuEventDestroy)                                                                          \
+	X(cuEventQuery)                                                                            \
+	X(cuEventSynchronize)                                                                      \
+	X(cuEventElapsedTime)                                                                      \
+	X(cuMemFree)                                                                               \
+	X(cuMemFreeHost)                                                                           \
+	X(cuMemHostUnregister)                                                                     \
+	X(cuCtxSynchronize)
+
+#define VE_HOOK_ENTRY(n) {VE_REAL_ID_##n, VE_S(n), (void *)&n},
+
+#if VE_PTSZ
+const struct ve_hook ve__hooks_ptsz[] = {VE_HOOKS_BOTH(VE_HOOK_ENTRY){-1, NULL, NULL}};
+#else
+const struct ve_hook ve__hooks_legacy[] = {
+	VE_HOOKS_BOTH(VE_HOOK_ENTRY) VE_HOOKS_LEGACY_ONLY(VE_HOOK_ENTRY){-1, NULL, NULL}};
+#endif

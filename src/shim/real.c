@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+#include "shim/real.h"
+#include "util/util.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ve_real_table ve__real;
+struct ve_real_table ve__real_ptsz;
+_Atomic int ve__real_ready_flag;
+
+static const char *const real_names[VE_REAL_COUNT] = {
+#define VE_REAL_NAME(n) #n,
+	VE_REAL_FUNCS(VE_REAL_NAME)
+#undef VE_REAL_NAME
+};
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn real_dlsym_fn;
+static void *libcuda;
+static CUresult (*real_getproc_fn)(const char *, void **, int, cuuint64_t,
+				   CUdriverProcAddressQueryResult *);
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int init_rc = -ENOENT;
+
+static void find_real_dlsym(void)
+{
+	/* The shim exports its own dlsym, so ask the dynamic linker for glibc's by
+	 * version: GLIBC_2.34 where dlsym moved into libc, GLIBC_2.2.5 before. */
+	static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17",
+					       "GLIBC_2.0"};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(versions) && !real_dlsym_fn; i++)
+		*(void **)&real_dlsym_fn = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	if (!real_dlsym_fn)
+		for (size_t i = 0; i < VE_ARRAY_SIZE(versions) && !real_dlsym_fn; i++)
+			*(void **)&real_dlsym_fn = dlvsym(RTLD_DEFAULT, "dlsym", versions[i]);
+}
+
+void *ve__real_dlsym(void *handle, const char *name)
+{
+	if (!real_dlsym_fn)
+		find_real_dlsym();
+	return real_dlsym_fn ? real_dlsym_fn(handle, name) : NULL;
+}
+
+static void resolve(struct ve_real_table *t, cuuint64_t flags)
+{
+	void **slots = (void **)t;
+	for (int i = 0; i < VE_REAL_COUNT; i++) {
+		void *p = NULL;
+		CUdriverProcAddressQueryResult st;
+		if (real_getproc_fn(real_names[i], &p, CUDA_VERSION, flags, &st) != CUDA_SUCCESS ||
+		    st != CU_GET_PROC_ADDRESS_SUCCESS)
+			p = NULL;
+		slots[i] = p;
+	}
+}
+
+static void init_once(void)
+{
+	ve__log_init();
+	find_real_dlsym();
+	const char *path = getenv("VE_LIBCUDA");
+	if (!path || !*path)
+		path = "libcuda.so.1";
+	/* RTLD_NOLOAD first: use the copy the program already has, if any. */
+	libcuda = dlopen(path, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+	if (!libcuda)
+		libcuda = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	if (!libcuda) {
+		VE_WARN("cannot load the CUDA driver (%s): %s", path, dlerror());
+		return;
+	}
+	*(void **)&real_getproc_fn = ve__real_dlsym(libcuda, "cuGetProcAddress_v2");
+	if (!real_getproc_fn) {
+		VE_WARN("the CUDA driver %s has no cuGetProcAddress_v2 (driver too old)", path);
+		return;
+	}
+	resolve(&ve__real, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+	resolve(&ve__real_ptsz, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+	init_rc = 0;
+}
+
+int ve__real_init(void)
+{
+	pthread_once(&once, init_once);
+	/* Pairs with the acquire load in ve__real_ready(). */
+	atomic_store_explicit(&ve__real_ready_flag, 1, memory_order_release);
+	return init_rc;
+}
+
+bool ve__real_ok(void)
+{
+	return ve__real_init() == 0;
+}
+
+void *ve__real_libcuda(void)
+{
+	ve__real_init();
+	return libcuda;
+}
+
+CUresult ve__real_getproc(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+			  CUdriverProcAddressQueryResult *status)
+{
+	if (ve__real_init() || !real_getproc_fn)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return real_getproc_fn(symbol, pfn, cuda_version, flags, status);
+}
+
+const char *ve__real_name(int id)
+{
+	return id >= 0 && id < VE_REAL_COUNT ? real_names[id] : NULL;
+}
+
+int ve__real_find(const char *name)
+{
+	for (int i = 0; i < VE_REAL_COUNT; i++)
+		if (strcmp(real_names[i], name) == 0)
+			return i;
+	return -1;
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The real CUDA driver entry points, resolved once, thread-safe, from the
+ * real libcuda through its own cuGetProcAddress_v2 (the way libcudart finds
+ * them). Two tables: the legacy-stream variants and the per-thread-default-
+ * stream variants (_ptsz/_ptds), which differ only for calls that take a
+ * stream (or imply the default one). The shim's hooks and the CUDA backend
+ * call through these, never through a symbol that the shim overrides.
+ *
+ * The driver is found with dlopen("libcuda.so.1") unless VE_LIBCUDA names
+ * another file (the test suite points it at the CPU fake).
+ */
+#ifndef VE_SHIM_REAL_H
+#define VE_SHIM_REAL_H
+
+#include <cuda.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* X(name): every driver function Vitamin-E calls or intercepts. 'name' is
+ * the base name; cuda.h's macros give the current ABI's prototype. */
+#define VE_REAL_FUNCS(X)                                                                           \
+	X(cuInit)                                                                                  \
+	X(cuDriverGetVersion)                                                                      \
+	X(cuGetErrorName)                                                                          \
+	X(cuGetErrorString)                                                                        \
+	X(cuDeviceGet)                                                                             \
+	X(cuDeviceGetCount)                                                                        \
+	X(cuDeviceGetName)                                                                         \
+	X(cuDeviceGetAttribute)                                                                    \
+	X(cuDeviceTotalMem)                                                                        \
+	X(cuDevicePrimaryCtxRetain)                                                                \
+	X(cuDevicePrimaryCtxRelease)                                                               \
+	X(cuCtxGetCurrent)                                                                         \
+	X(cuCtxSetCurrent)                                                                         \
+	X(cuCtxPushCurrent)                                                                        \
+	X(cuCtxPopCurrent)                                                                         \
+	X(cuCtxGetDevice)                                                                          \
+	X(cuCtxSynchronize)                                                                        \
+	X(cuCtxGetStreamPriorityRange)                                                             \
+	X(cuDeviceGetDevResource)                                                                  \
+	X(cuDevSmResourceSplitByCount)                                                             \
+	X(cuDevResourceGenerateDesc)                                                               \
+	X(cuGreenCtxCreate)                                                                        \
+	X(cuGreenCtxDestroy)                                                                       \
+	X(cuCtxFromGreenCtx)                                                                       \
+	X(cuGreenCtxStreamCreate)                                                                  \
+	X(cuStreamCreate)                                                                          \
+	X(cuStreamCreateWithPriority)                                                              \
+	X(cuStreamDestroy)                                                                         \
+	X(cuStreamSynchronize)                                                                     \
+	X(cuStreamQuery)                                                                           \
+	X(cuStreamWaitEvent)                                                                       \
+	X(cuStreamAddCallback)                                                                     \
+	X(cuLaunchHostFunc)                                                                        \
+	X(cuStreamGetFlags)                                                                        \
+	X(cuStreamGetPriority)                                                                     \
+	X(cuStreamGetCtx)                                                                          \
+	X(cuStreamGetId)                                                                           \
+	X(cuStreamBeginCapture)                                                                    \
+	X(cuStreamEndCapture)                                                                      \
+	X(cuStreamIsCapturing)                                                                     \
+	X(cuStreamWriteValue32)                                                                    \
+	X(cuStreamWriteValue64)                                                                    \
+	X(cuStreamWaitValue32)                                                                     \
+	X(cuStreamWaitValue64)                                                                     \
+	X(cuEventCreate)                                                                           \
+	X(cuEventRecord)                                                                           \
+	X(cuEventRecordWithFlags)                                                                  \
+	X(cuEventQuery)                                                                            \
+	X(cuEventSynchronize)                                                                      \
+	X(cuEventElapsedTime)                                                                      \
+	X(cuEventDestroy)                                                                          \
+	X(cuLaunchKernel)                                                                          \
+	X(cuLaunchKernelEx)                                                                        \
+	X(cuLaunchCooperativeKernel)                                                               \
+	X(cuFuncGetParamInfo)                                                                      \
+	X(cuKernelGetParamInfo)                                                                    \
+	X(cuFuncGetName)                                                                           \
+	X(cuFuncGetAttribute)                                                                      \
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                             \
+	X(cuMemAlloc)                                                                              \
+	X(cuMemFree)                                                                               \
+	X(cuMemAllocAsync)                                                                         \
+	X(cuMemFreeAsync)                                                                          \
+	X(cuMemAllocHost)                                                                          \
+	X(cuMemHostAlloc)                                                                          \
+	X(cuMemFreeHost)                                                                           \
+	X(cuMemHostRegister)                                                                       \
+	X(cuMemHostUnregister)                                                                     \
+	X(cuMemHostGetDevicePointer)                                                               \
+	X(cuMemGetInfo)                                                                            \
+	X(cuPointerGetAttribute)                                                                   \
+	X(cuMemcpy)                                                                                \
+	X(cuMemcpyAsync)                                                                           \
+	X(cuMemcpyHtoD)                                                                            \
+	X(cuMemcpyDtoH)                                                                            \
+	X(cuMemcpyDtoD)                                                                            \
+	X(cuMemcpyHtoDAsync)                                                                       \
+	X(cuMemcpyDtoHAsync)                                                                       \
+	X(cuMemcpyDtoDAsync)                                                                       \
+	X(cuMemcpy2D)                                                                              \
+	X(cuMemcpy2DUnaligned)                                                                     \
+	X(cuMemcpy2DAsync)                                                                         \
+	X(cuMemcpy3D)                                                                              \
+	X(cuMemcpy3DAsync)                                                                         \
+	X(cuMemcpyPeer)                                                                            \
+	X(cuMemcpyPeerAsync)                                                                       \
+	X(cuMemcpyBatchAsync)                                                                      \
+	X(cuMemsetD8)                                                                              \
+	X(cuMemsetD16)                                                                             \
+	X(cuMemsetD32)                                                                             \
+	X(cuMemsetD8Async)                                                                         \
+	X(cuMemsetD16Async)                                                                        \
+	X(cuMemsetD32Async)                                                                        \
+	X(cuMemsetD2D8)                                                                            \
+	X(cuMemsetD2D16)                                                                           \
+	X(cuMemsetD2D32)                                                                           \
+	X(cuMemsetD2D8Async)                                                                       \
+	X(cuMemsetD2D16Async)                                                                      \
+	X(cuMemsetD2D32Async)                                                                      \
+	X(cuGraphLaunch)
+
+struct ve_real_table {
+#define VE_REAL_FIELD(n) __typeof__(&n) n;
+	VE_REAL_FUNCS(VE_REAL_FIELD)
+#undef VE_REAL_FIELD
+};
+
+enum ve_real_id {
+#define VE_REAL_ENUM(n) VE_REAL_ID_##n,
+	VE_REAL_FUNCS(VE_REAL_ENUM)
+#undef VE_REAL_ENUM
+	VE_REAL_COUNT
+};
+
+/* Legacy-stream variants and per-thread-default-stream variants. */
+extern struct ve_real_table ve__real;
+extern struct ve_real_table ve__real_ptsz;
+
+/* Set (release) once the tables are filled: a hook reads it before using
+ * a table, so a call that arrives before anything else initialized the shim
+ * still finds the real entry points. */
+extern _Atomic int ve__real_ready_flag;
+int ve__real_init(void);
+static inline void ve__real_ready(void)
+{
+	if (!__atomic_load_n((int *)&ve__real_ready_flag, __ATOMIC_ACQUIRE))
+		ve__real_init();
+}
+
+/* Resolves everything once (later calls return the first result):
+ * 0, or -ENOENT when no driver could be loaded (message logged). */
+int ve__real_init(void);
+bool ve__real_ok(void);
+/* The real dlsym, bypassing the shim's override. */
+void *ve__real_dlsym(void *handle, const char *name);
+/* Handle of the real driver library. */
+void *ve__real_libcuda(void);
+/* The real cuGetProcAddress_v2. */
+CUresult ve__real_getproc(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+			  CUdriverProcAddressQueryResult *status);
+/* Base name of table slot i ("cuLaunchKernel"). */
+const char *ve__real_name(int id);
+/* Table slot of a base name, or -1. */
+int ve__real_find(const char *name);
+
+#endif

@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shim state: configuration, lazy initialization of the embedded runtime
+ * (vctx, green-context pool, coordinator, dispatcher), handle maps, stream
+ * resolution, error mapping and the pass-through barrier.
+ */
+#include "shim/shim.h"
+#include "backend/cuda.h"
+#include "backend/cuda_desc.h"
+#include "dispatch/coord.h"
+#include "dispatch/dispatcher.h"
+#include "dispatch/trace.h"
+#include "profile/profile.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ve_shim ve__shim;
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int notes_done[VE_NOTE_MAX];
+
+void ve__notice_once(int which, const char *fmt, ...)
+{
+	if (which < 0 || which >= VE_NOTE_MAX || atomic_exchange(&notes_done[which], 1))
+		return;
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	ve__log(VE_LOG_WARN, "%s", buf);
+}
+
+static _Thread_local uint32_t ptds_capture;
+
+void ve__ptds_capture_set(uint32_t group)
+{
+	ptds_capture = group;
+}
+
+uint32_t ve__ptds_capture(void)
+{
+	return ptds_capture;
+}
+
+uint64_t ve__thread_key(void)
+{
+	static _Atomic uint64_t next = 1;
+	static _Thread_local uint64_t key;
+	if (!key)
+		key = atomic_fetch_add(&next, 1);
+	return key;
+}
+
+/* ------------------------------------------------------------------ config */
+
+static int env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	const char *s = getenv(name);
+	if (!s || !*s) {
+		*out = dflt;
+		return 0;
+	}
+	uint64_t v;
+	if (ve__parse_u64(s, &v) || v < lo || v > hi) {
+		VE_ERR("%s=%s is not a number in [%llu, %llu]", name, s, (unsigned long long)lo,
+		       (unsigned long long)hi);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static void env_str(const char *name, const char *dflt, char *out, size_t len)
+{
+	const char *s = getenv(name);
+	snprintf(out, len, "%s", s && *s ? s : dflt);
+}
+
+/* Reads and validates every VE_* knob (docs/configuration.md). */
+static int load_config(struct ve_shim_config *c)
+{
+	uint64_t v;
+	int bad = 0;
+	memset(c, 0, sizeof(*c));
+	bad |= env_u64("VE_DISABLE", 0, 0, 1, &v);
+	c->disabled = (int)v;
+	bad |= env_u64("VE_DEVICE", 0, 0, 1024, &v);
+	c->device = (int)v;
+	env_str("VE_POLICY", "tput", c->policy, sizeof(c->policy));
+	bad |= env_u64("VE_POOL_ENTRIES", 0, 0, 256, &v);
+	c->pool_entries = (uint32_t)v;
+	bad |= env_u64("VE_LEAF_SMS", 8, 1, 1024, &v);
+	c->leaf_sms = (uint32_t)v;
+	bad |= env_u64("VE_LANES", 4, 1, 64, &v);
+	c->lanes = (uint32_t)v;
+	bad |= env_u64("VE_COPY_LANES", 4, 1, 64, &v);
+	c->copy_lanes = (uint32_t)v;
+	bad |= env_u64("VE_MAX_OPS", 16384, 64, 1u << 22, &v);
+	c->max_ops = (uint32_t)v;
+	bad |= env_u64("VE_WATCHDOG_MS", 0, 0, 86400000, &v);
+	c->watchdog_ms = v;
+	char cls[32];
+	env_str("VE_CLASS", "batch", cls, sizeof(cls));
+	if (strcmp(cls, "latency") == 0) {
+		c->latency = 1;
+	} else if (strcmp(cls, "batch") != 0) {
+		VE_ERR("VE_CLASS=%s is neither 'batch' nor 'latency'", cls);
+		bad = 1;
+	}
+	env_str("VE_TRACE", "", c->trace, sizeof(c->trace));
+	env_str("VE_PROFILE", "", c->profile, sizeof(c->profile));
+	env_str("VE_PROFILE_OUT", "", c->profile_out, sizeof(c->profile_out));
+	return bad ? -EINVAL : 0;
+}
+
+/* ------------------------------------------------------------------ init */
+
+static void shim_atexit(void);
+
+static void go_passthrough(const char *why)
+{
+	atomic_store_explicit(&ve__shim.state, VE_SHIM_PASSTHROUGH, memory_order_release);
+	if (why)
+		ve__log(VE_LOG_WARN, "%s: running as a transparent pass-through", why);
+}
+
+static int start_runtime(struct ve_shim *S)
+{
+	char err[512] = "";
+	CUresult r = ve__real.cuInit(0); /* no-op if the app already did it */
+	if (r == CUDA_SUCCESS)
+		r = ve__real.cuDeviceGet(&S->dev, S->cfg.device);
+	if (r != CUDA_SUCCESS) {
+		VE_WARN("VE_DEVICE=%d: no such device (%d)", S->cfg.device, r);
+		return -ENODEV;
+	}
+	r = ve__real.cuDevicePrimaryCtxRetain(&S->ctx, S->dev);
+	if (r != CUDA_SUCCESS) {
+		VE_WARN("cannot retain the primary context of device %d (%d)", S->cfg.device, r);
+		return -ENODEV;
+	}
+	struct ve_cuda_config bc = {.device = S->cfg.device,
+				    .ctx = S->ctx,
+				    .min_leaf_sms = S->cfg.leaf_sms};
+	int rc = ve_cuda_backend_create(&bc, &S->backend, err, sizeof(err));
+	if (rc) {
+		VE_WARN("no green-context pool: %s", err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	struct ve_gpu_info gi;
+	S->backend->ops->info(S->backend, &gi);
+	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
+				     .nleaves = gi.nleaves,
+				     .max_entries = S->cfg.pool_entries,
+				     .max_clients = 1,
+				     .policy = S->cfg.policy,
+				     .profile_path = S->cfg.profile,
+				     .sm_count = gi.sm_count,
+				     .seed = (uint64_t)ve__now_ns()};
+	rc = ve_coord_create(&cc, &S->coord, err, sizeof(err));
+	if (rc) {
+		VE_ERR("VE_POLICY/VE_PROFILE/VE_POOL_ENTRIES: %s", err);
+		return rc;
+	}
+	struct ve_vctx_config vc = {.client_id = 0, .max_ops = S->cfg.max_ops};
+	rc = ve_vctx_create(&vc, &S->v);
+	if (rc)
+		return rc;
+	if (S->cfg.trace[0] && ve_trace_create(0, &S->trace))
+		S->trace = NULL;
+	struct ve_dispatcher_config dc = {.backend = S->backend,
+					  .coord = S->coord,
+					  .lanes_per_entry = S->cfg.lanes,
+					  .copy_lanes = S->cfg.copy_lanes,
+					  .trace = S->trace};
+	uint64_t t0 = ve__now_ns();
+	rc = ve_dispatcher_create(&dc, &S->disp);
+	if (rc) {
+		VE_WARN("cannot pre-create the pool (%s)", strerror(-rc));
+		return rc;
+	}
+	struct ve_cuda_pool_stats ps;
+	ve_cuda_backend_pool_stats(S->backend, &ps);
+	ve_vctx_set_notify(S->v, ve_dispatcher_notify, S->disp);
+	rc = ve_dispatcher_attach(S->disp, S->v, 0, S->cfg.latency ? VE_READY_LATENCY : 0);
+	if (rc)
+		return rc;
+	rc = ve_dispatcher_start(S->disp);
+	if (rc)
+		return rc;
+	VE_INFO("active on %s: %u SMs, %u leaves, %u pool entries (%u streams) created in %.1f ms, "
+		"%.0f MiB device memory; policy %s",
+		gi.name, gi.sm_count, gi.nleaves, ve_coord_pool(S->coord)->nentries, ps.streams,
+		(double)(ve__now_ns() - t0) / 1e6, (double)ps.mem_used_bytes / (1 << 20),
+		ve_coord_policy_name(S->coord));
+	return 0;
+}
+
+static void init_locked(void)
+{
+	struct ve_shim *S = &ve__shim;
+	ve__log_init();
+	if (load_config(&S->cfg)) {
+		go_passthrough("vitamin-e: bad configuration (see above)");
+		return;
+	}
+	if (S->cfg.disabled) {
+		go_passthrough("VE_DISABLE=1");
+		return;
+	}
+	if (ve__real_init()) {
+		go_passthrough("no usable CUDA driver");
+		return;
+	}
+	S->init_ns = ve__now_ns();
+	int rc = start_runtime(S);
+	if (rc) {
+		go_passthrough("vitamin-e could not start");
+		return;
+	}
+	atexit(shim_atexit);
+	atomic_store_explicit(&S->state, VE_SHIM_ACTIVE, memory_order_release);
+}
+
+bool ve__shim_hooking(void)
+{
+	static _Atomic int hooking = -1;
+	int h = atomic_load_explicit(&hooking, memory_order_relaxed);
+	if (h < 0) {
+		const char *d = getenv("VE_DISABLE");
+		h = !(d && strcmp(d, "1") == 0);
+		atomic_store_explicit(&hooking, h, memory_order_relaxed);
+	}
+	return h;
+}
+
+bool ve__shim_active(void)
+{
+	int st = atomic_load_explicit(&ve__shim.state, memory_order_acquire);
+	if (VE_LIKELY(st != VE_SHIM_UNINIT))
+		return st == VE_SHIM_ACTIVE;
+	pthread_mutex_lock(&init_lock);
+	if (atomic_load(&ve__shim.state) == VE_SHIM_UNINIT)
+		init_locked();
+	pthread_mutex_unlock(&init_lock);
+	return atomic_load(&ve__shim.state) == VE_SHIM_ACTIVE;
+}
+
+static void shim_atexit(void)
+{
+	struct ve_shim *S = &ve__shim;
+	if (atomic_load(&S->state) != VE_SHIM_ACTIVE)
+		return;
+	/* Let logical work finish, as the driver would at exit, then stop. */
+	ve_vctx_ctx_sync(S->v);
+	atomic_store(&S->state, VE_SHIM_PASSTHROUGH);
+	ve_dispatcher_stop(S->disp);
+	struct ve_dispatcher_stats ds;
+	ve_dispatcher_stats(S->disp, &ds);
+	struct ve_coord_stats cs;
+	ve_coord_stats(S->coord, &cs);
+	VE_INFO("exit: %llu ops submitted (%llu bound by %s, %llu copies, %llu host functions), "
+		"%llu decisions in %.1f ms",
+		(unsigned long long)ds.submitted, (unsigned long long)ds.bound,
+		ve_coord_policy_name(S->coord), (unsigned long long)ds.copies,
+		(unsigned long long)ds.host_fns, (unsigned long long)cs.bindings,
+		(double)cs.decide_ns / 1e6);
+	if (S->trace) {
+		int rc = ve_trace_write(S->trace, S->cfg.trace);
+		if (rc)
+			VE_WARN("VE_TRACE=%s: %s", S->cfg.trace, strerror(-rc));
+	}
+	if (S->cfg.profile_out[0]) {
+		int rc = ve_profile_save(ve_coord_profile(S->coord), S->cfg.profile_out, "");
+		if (rc)
+			VE_WARN("VE_PROFILE_OUT=%s: %s", S->cfg.profile_out, strerror(-rc));
+	}
+	ve_dispatcher_destroy(S->disp);
+	S->disp = NULL;
+	S->backend->ops->destroy(S->backend);
+	S->backend = NULL;
+}
+
+/* ------------------------------------------------------------------ maps */
+
+/* Open addressing with tombstones and one mutex per map (uncontended: about
+ * 20 ns). Keys are CUstream/CUevent pointers, never 0 or 1: the special
+ * stream values (NULL, LEGACY, PER_THREAD) are resolved before any lookup. */
+#define MAP_CAP	  8192u
+#define KEY_EMPTY ((uintptr_t)0)
+#define KEY_TOMB  ((uintptr_t)1)
+
+struct hslot {
+	uintptr_t key;
+	union {
+		struct ve_stream_info s;
+		struct ve_event_info e;
+	} v;
+};
+
+struct hmap {
+	pthread_mutex_t lock;
+	struct hslot tab[MAP_CAP];
+};
+
+static struct hmap smap = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct hmap emap = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct hslot *hfind(struct hmap *m, uintptr_t k, bool insert)
+{
+	uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (MAP_CAP - 1);
+	struct hslot *tomb = NULL;
+	for (uint32_t i = 0; i < MAP_CAP; i++, h = (h + 1) & (MAP_CAP - 1)) {
+		struct hslot *s = &m->tab[h];
+		if (s->key == k)
+			return s;
+		if (s->key == KEY_TOMB && !tomb)
+			tomb = s;
+		if (s->key == KEY_EMPTY)
+			return insert ? (tomb ? tomb : s) : NULL;
+	}
+	return insert ? tomb : NULL;
+}
+
+/* Returns the slot locked (caller unlocks), or NULL unlocked. */
+static struct hslot *hget_locked(struct hmap *m, uintptr_t k, bool insert)
+{
+	if (k <= KEY_TOMB)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	struct hslot *s = hfind(m, k, insert);
+	if (!s)
+		pthread_mutex_unlock(&m->lock);
+	else if (insert)
+		s->key = k;
+	return s;
+}
+
+static int hdel(struct hmap *m, uintptr_t k)
+{
+	struct hslot *s = hget_locked(m, k, false);
+	if (!s)
+		return -ENOENT;
+	s->key = KEY_TOMB;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+int ve__smap_put(CUstream st, const struct ve_stream_info *info)
+{
+	struct hslot *s = hget_locked(&smap, (uintptr_t)st, true);
+	if (!s)
+		return -ENOSPC;
+	s->v.s = *info;
+	pthread_mutex_unlock(&smap.lock);
+	return 0;
+}
+
+int ve__smap_get(CUstream st, struct ve_stream_info *out)
+{
+	struct hslot *s = hget_locked(&smap, (uintptr_t)st, false);
+	if (!s)
+		return -ENOENT;
+	*out = s->v.s;
+	pthread_mutex_unlock(&smap.lock);
+	return 0;
+}
+
+int ve__smap_del(CUstream st)
+{
+	return hdel(&smap, (uintptr_t)st);
+}
+
+int ve__smap_set_capture(CUstream st, uint32_t group)
+{
+	struct hslot *s = hget_locked(&smap, (uintptr_t)st, false);
+	if (!s)
+		return -ENOENT;
+	s->v.s.capture = group;
+	pthread_mutex_unlock(&smap.lock);
+	return 0;
+}
+
+void ve__smap_end_capture(uint32_t group)
+{
+	pthread_mutex_lock(&smap.lock);
+	for (uint32_t i = 0; i < MAP_CAP; i++)
+		if (smap.tab[i].key > KEY_TOMB && smap.tab[i].v.s.capture == group)
+			smap.tab[i].v.s.capture = 0;
+	pthread_mutex_unlock(&smap.lock);
+}
+
+int ve__emap_put(CUevent ev, const struct ve_event_info *info)
+{
+	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, true);
+	if (!s)
+		return -ENOSPC;
+	s->v.e = *info;
+	pthread_mutex_unlock(&emap.lock);
+	return 0;
+}
+
+int ve__emap_get(CUevent ev, struct ve_event_info *out)
+{
+	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, false);
+	if (!s)
+		return -ENOENT;
+	*out = s->v.e;
+	pthread_mutex_unlock(&emap.lock);
+	return 0;
+}
+
+int ve__emap_del(CUevent ev)
+{
+	return hdel(&emap, (uintptr_t)ev);
+}
+
+int ve__emap_set_capture(CUevent ev, uint32_t group)
+{
+	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, false);
+	if (!s)
+		return -ENOENT;
+	s->v.e.capture = group;
+	pthread_mutex_unlock(&emap.lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ params */
+
+/* Per-function parameter layouts from cuFuncGetParamInfo (or
+ * cuKernelGetParamInfo for a CUkernel passed as a CUfunction), cached. */
+#define PCACHE_CAP 4096u
+#define PMAX	   VE_DESC_MAX_PARAMS
+
+struct pslot {
+	uintptr_t key;
+	uint32_t nparams, total;
+	uint32_t *pairs;
+};
+
+static struct pslot pcache[PCACHE_CAP];
+static pthread_mutex_t pcache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int query_layout(CUfunction f, uint32_t *pairs, uint32_t *n, uint32_t *total)
+{
+	*n = 0;
+	*total = 0;
+	for (uint32_t i = 0; i < PMAX; i++) {
+		size_t off = 0, sz = 0;
+		CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+		if (ve__real.cuFuncGetParamInfo)
+			r = ve__real.cuFuncGetParamInfo(f, i, &off, &sz);
+		if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE && ve__real.cuKernelGetParamInfo)
+			r = ve__real.cuKernelGetParamInfo((CUkernel)f, i, &off, &sz);
+		if (r == CUDA_ERROR_INVALID_VALUE && i > 0)
+			break; /* past the last parameter */
+		if (r != CUDA_SUCCESS)
+			return i == 0 && r == CUDA_ERROR_INVALID_VALUE ? 0 : -EINVAL;
+		pairs[2 * i] = (uint32_t)off;
+		pairs[2 * i + 1] = (uint32_t)sz;
+		*n = i + 1;
+		if (off + sz > *total)
+			*total = (uint32_t)(off + sz);
+	}
+	return 0;
+}
+
+int ve__param_layout(CUfunction f, struct ve_param_layout *out)
+{
+	uintptr_t k = (uintptr_t)f;
+	uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (PCACHE_CAP - 1);
+	pthread_mutex_lock(&pcache_lock);
+	for (uint32_t i = 0; i < PCACHE_CAP; i++, h = (h + 1) & (PCACHE_CAP - 1)) {
+		struct pslot *s = &pcache[h];
+		if (s->key == k) {
+			out->nparams = s->nparams;
+			out->total = s->total;
+			out->pairs = s->pairs;
+			pthread_mutex_unlock(&pcache_lock);
+			return 0;
+		}
+		if (s->key)
+			continue;
+		/* Miss: ask the driver once (off the fast path: first launch only). */
+		uint32_t *pairs = malloc(2 * PMAX * sizeof(*pairs));
+		uint32_t n, total;
+		int rc = pairs ? query_layout(f, pairs, &n, &total) : -ENOMEM;
+		if (rc) {
+			free(pairs);
+			pthread_mutex_unlock(&pcache_lock);
+			return rc;
+		}
+		s->key = k;
+		s->nparams = n;
+		s->total = total;
+		s->pairs = pairs;
+		out->nparams = n;
+		out->total = total;
+		out->pairs = pairs;
+		pthread_mutex_unlock(&pcache_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&pcache_lock);
+	return -ENOSPC;
+}
+
+/* ------------------------------------------------------------------ streams */
+
+void ve__resolve_stream(CUstream s, bool ptsz, struct ve_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->real = s;
+	if (!ve__shim_active())
+		return;
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+		/* The default streams of whatever context is current: ours only if
+		 * the current context is the one we virtualize. */
+		CUcontext cur = NULL;
+		ve__real.cuCtxGetCurrent(&cur);
+		if (cur != ve__shim.ctx) {
+			ve__notice_once(VE_NOTE_OTHER_CTX,
+					"work on a context other than device %d's primary context "
+					"passes through unvirtualized, in order",
+					ve__shim.cfg.device);
+			return;
+		}
+		bool per_thread = s == CU_STREAM_PER_THREAD || (s == NULL && ptsz);
+		if (per_thread && ve__ptds_capture()) {
+			t->capturing = true;
+			t->capture = ve__ptds_capture();
+			return;
+		}
+		t->virt = true;
+		if (per_thread)
+			ve_vctx_stream_per_thread(ve__shim.v, ve__thread_key(), &t->ls);
+		else
+			t->ls = VE_STREAM_LEGACY;
+		return;
+	}
+	struct ve_stream_info si;
+	if (ve__smap_get(s, &si)) {
+		ve__notice_once(VE_NOTE_UNKNOWN_STREAM,
+				"a stream Vitamin-E did not create (another context, or a green "
+				"context of the app's own) passes through unvirtualized");
+		return;
+	}
+	if (si.capture) {
+		t->capturing = true;
+		t->capture = si.capture;
+		return;
+	}
+	t->virt = true;
+	t->ls = si.ls;
+}
+
+/* ------------------------------------------------------------------ errors */
+
+CUresult ve__cu_error(int rc)
+{
+	switch (rc) {
+	case 0:
+		return CUDA_SUCCESS;
+	case -ENOENT:
+		return CUDA_ERROR_INVALID_HANDLE;
+	case -EINVAL:
+	case -E2BIG:
+		return CUDA_ERROR_INVALID_VALUE;
+	case -EBUSY:
+		return CUDA_ERROR_NOT_READY;
+	case -ENOMEM:
+	case -EAGAIN:
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	case -ENODATA:
+		return CUDA_ERROR_INVALID_HANDLE;
+	case -EIO:
+		return ve__sticky();
+	default:
+		return CUDA_ERROR_UNKNOWN;
+	}
+}
+
+CUresult ve__sticky(void)
+{
+	int e = ve_vctx_error(ve__shim.v);
+	/* Completions carry the driver's CUresult (positive); anything else
+	 * (a backend errno) is reported as a launch failure. */
+	return e > 0 ? (CUresult)e : e < 0 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ barrier */
+
+CUresult ve__barrier_begin(const struct ve_target *t)
+{
+	if (!t->virt)
+		return CUDA_SUCCESS;
+	return ve__cu_error(ve_vctx_stream_sync(ve__shim.v, t->ls));
+}
+
+/* VE_OP_CALL body: the copy lane waits (on the GPU) for the pass-through
+ * work's event, then the op's completion marker follows it. */
+static int call_wait_event(uint64_t lane_stream, const void *payload, uint32_t len)
+{
+	CUevent ev;
+	if (len != sizeof(ev))
+		return -EINVAL;
+	memcpy(&ev, payload, sizeof(ev));
+	CUresult r = ve__real.cuStreamWaitEvent((CUstream)(uintptr_t)lane_stream, ev, 0);
+	ve__real.cuEventDestroy(ev); /* legal: the wait already captured it */
+	return r == CUDA_SUCCESS ? 0 : (int)r;
+}
+
+CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc)
+{
+	if (!t->virt || call_rc != CUDA_SUCCESS)
+		return call_rc;
+	CUevent ev;
+	CUresult r = ve__real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+	if (r == CUDA_SUCCESS)
+		r = ve__real.cuEventRecord(ev, t->real);
+	if (r != CUDA_SUCCESS) {
+		/* Cannot link the real work into the logical order: finish it now. */
+		ve__real.cuStreamSynchronize(t->real);
+		return CUDA_SUCCESS;
+	}
+	struct ve_desc d = {.kind = VE_OP_CALL, .payload = (const uint8_t *)&ev,
+			    .payload_len = sizeof(ev)};
+	d.u.call.fn = call_wait_event;
+	d.u.call.handle = (uint64_t)(uintptr_t)ev;
+	int rc = ve_vctx_submit(ve__shim.v, t->ls, &d, 0, NULL);
+	if (rc) {
+		ve__real.cuStreamSynchronize(t->real);
+		ve__real.cuEventDestroy(ev);
+	}
+	return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ deferred destroy */
+
+struct deferred {
+	CUevent e;
+	ve_tok tok;
+};
+static struct deferred deferred_ev[1024];
+static uint32_t ndeferred;
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ve__defer_event_destroy(CUevent e, ve_tok pending)
+{
+	pthread_mutex_lock(&deferred_lock);
+	/* Sweep first: most earlier ones are done by now. */
+	uint32_t keep = 0;
+	for (uint32_t i = 0; i < ndeferred; i++) {
+		if (ve_vctx_tok_done(ve__shim.v, deferred_ev[i].tok))
+			ve__real.cuEventDestroy(deferred_ev[i].e);
+		else
+			deferred_ev[keep++] = deferred_ev[i];
+	}
+	ndeferred = keep;
+	if (ndeferred < VE_ARRAY_SIZE(deferred_ev)) {
+		deferred_ev[ndeferred++] = (struct deferred){e, pending};
+		pthread_mutex_unlock(&deferred_lock);
+		return;
+	}
+	pthread_mutex_unlock(&deferred_lock);
+	/* Full: wait for this one (rare; keeps memory bounded). */
+	ve_vctx_tok_wait(ve__shim.v, pending);
+	ve__real.cuEventDestroy(e);
+}

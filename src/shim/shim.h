@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal state of the LD_PRELOAD shim (libve.so). One process, one
+ * virtualized context: the primary context of VE_DEVICE (default 0). Calls
+ * on any other context, or on streams/events the shim did not create, pass
+ * through to the driver unchanged (docs/semantics.md, "What is virtualized").
+ */
+#ifndef VE_SHIM_H
+#define VE_SHIM_H
+
+#include "core/vctx.h"
+#include "shim/real.h"
+
+#include <cuda.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum ve_shim_state {
+	VE_SHIM_UNINIT = 0,
+	VE_SHIM_ACTIVE,	     /* virtualizing */
+	VE_SHIM_PASSTHROUGH, /* disabled or unusable: every call goes to the driver */
+};
+
+struct ve_shim_config {
+	int disabled;	    /* VE_DISABLE=1 */
+	int device;	    /* VE_DEVICE */
+	char policy[256];   /* VE_POLICY */
+	uint32_t pool_entries; /* VE_POOL_ENTRIES (0 = full hierarchy) */
+	uint32_t leaf_sms;  /* VE_LEAF_SMS (minimum SMs per leaf, default 8) */
+	uint32_t lanes;	    /* VE_LANES: streams per pool entry */
+	uint32_t copy_lanes; /* VE_COPY_LANES */
+	uint32_t max_ops;   /* VE_MAX_OPS */
+	uint32_t latency;   /* VE_CLASS=latency */
+	char trace[512];    /* VE_TRACE */
+	char profile[512];  /* VE_PROFILE */
+	char profile_out[512]; /* VE_PROFILE_OUT: save refined profiles at exit */
+	uint64_t watchdog_ms; /* VE_WATCHDOG_MS: log a dump when a sync waits this long */
+};
+
+struct ve_shim {
+	_Atomic int state;
+	struct ve_shim_config cfg;
+	CUdevice dev;
+	CUcontext ctx; /* the virtualized (primary) context */
+	struct ve_vctx *v;
+	struct ve_backend *backend;
+	struct ve_coord *coord;
+	struct ve_dispatcher *disp;
+	struct ve_trace *trace;
+	uint64_t init_ns;
+};
+
+extern struct ve_shim ve__shim;
+
+/* False under VE_DISABLE=1: hooks are then never installed. */
+bool ve__shim_hooking(void);
+/* Initializes on first use; returns true if the shim virtualizes. */
+bool ve__shim_active(void);
+/* For calls that do not need the pool: true once initialized and active. */
+static inline bool ve__shim_is_active(void)
+{
+	return atomic_load_explicit(&ve__shim.state, memory_order_acquire) == VE_SHIM_ACTIVE;
+}
+
+/* Per-thread default stream key of the calling thread. */
+uint64_t ve__thread_key(void);
+
+/* ---- handle maps (thread-safe) ---- */
+struct ve_stream_info {
+	ve_stream ls;	  /* logical stream */
+	unsigned flags;	  /* CU_STREAM_* */
+	uint32_t capture; /* capture group id while capturing, 0 otherwise */
+};
+int ve__smap_put(CUstream s, const struct ve_stream_info *info);
+int ve__smap_get(CUstream s, struct ve_stream_info *out);
+int ve__smap_del(CUstream s);
+int ve__smap_set_capture(CUstream s, uint32_t group);
+/* Clears capture on every stream of the group. */
+void ve__smap_end_capture(uint32_t group);
+
+struct ve_event_info {
+	ve_event le;
+	unsigned flags;	  /* CU_EVENT_* */
+	uint32_t capture; /* last record happened during capture of this group */
+};
+int ve__emap_put(CUevent e, const struct ve_event_info *info);
+int ve__emap_get(CUevent e, struct ve_event_info *out);
+int ve__emap_del(CUevent e);
+int ve__emap_set_capture(CUevent e, uint32_t group);
+
+/* Kernel parameter layouts, cached per function. */
+#define VE_SHIM_MAX_INLINE_PARAMS 64
+struct ve_param_layout {
+	uint32_t nparams;
+	uint32_t total; /* bytes: last offset + size */
+	const uint32_t *pairs; /* nparams (offset, size) pairs */
+};
+int ve__param_layout(CUfunction f, struct ve_param_layout *out);
+
+/* ---- stream resolution ---- */
+/* What a CUstream argument means for the vctx. */
+struct ve_target {
+	bool virt;	   /* handled by the vctx */
+	ve_stream ls;	   /* logical stream when virt */
+	CUstream real;	   /* the app-visible real stream (for pass-through) */
+	bool capturing;	   /* real stream is capturing: pass through */
+	uint32_t capture;
+};
+/* ptsz: the call came through a per-thread-default-stream entry point. */
+void ve__resolve_stream(CUstream s, bool ptsz, struct ve_target *t);
+
+/* ---- errors ---- */
+CUresult ve__cu_error(int rc);
+/* Sticky device error of the vctx as the CUresult the app should see. */
+CUresult ve__sticky(void);
+
+/* ---- barrier pass-through (DESIGN.md section 4) ---- */
+/* Waits until the logical work before this point on t's stream is done. */
+CUresult ve__barrier_begin(const struct ve_target *t);
+/* After the real call was enqueued on t->real: later logical work on the
+ * stream waits for it (an event recorded there, waited on by a marker op). */
+CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc);
+
+/* Notices printed once per kind. */
+void ve__notice_once(int which, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+enum { VE_NOTE_OTHER_CTX = 0, VE_NOTE_UNKNOWN_STREAM, VE_NOTE_CAPTURE, VE_NOTE_GRAPH,
+       VE_NOTE_BATCH, VE_NOTE_ARRAY, VE_NOTE_DEVICE, VE_NOTE_MAX };
+
+/* Hook tables built by hooks.c (legacy) and hooks_ptsz.c (per-thread). */
+struct ve_hook {
+	int id;			 /* enum ve_real_id of the base name, -1 ends the table */
+	const char *export_name; /* symbol name ("cuMemcpyHtoD_v2_ptds") */
+	void *fn;
+};
+extern const struct ve_hook ve__hooks_legacy[];
+extern const struct ve_hook ve__hooks_ptsz[];
+
+/* Capture of the calling thread's per-thread default stream (0 = none). */
+void ve__ptds_capture_set(uint32_t group);
+uint32_t ve__ptds_capture(void);
+
+/* Deferred real destruction of events whose pending records still use them. */
+void ve__defer_event_destroy(CUevent e, ve_tok pending);
+
+#endif
