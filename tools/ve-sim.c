@@ -106,6 +106,7 @@ struct scenario {
 	uint32_t nj;
 	uint32_t max_entries;
 	char policies[256]; /* default --policies for this scenario */
+	uint32_t window;    /* pipelining window K (DESIGN.md section 7) */
 };
 
 static int die_line(const char *src, int line, const char *msg, const char *what)
@@ -210,6 +211,7 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 	s->sm_count = 132;
 	s->dispatch_us = 6;
 	s->launch_us = 4;
+	s->window = 2;
 	char *buf = strdup(text);
 	if (!buf)
 		return -ENOMEM;
@@ -246,6 +248,12 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (!v)
 				{ rc = die_line(src, line, "policies needs a comma-separated list", NULL); break; }
 			snprintf(s->policies, sizeof(s->policies), "%s", v);
+		} else if (strcmp(t, "window") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			uint64_t n;
+			if (!v || ve__parse_u64(v, &n) || n > 1024)
+				{ rc = die_line(src, line, "window needs 0..1024", v); break; }
+			s->window = (uint32_t)n;
 		} else if (strcmp(t, "pool_entries") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			uint64_t n;
@@ -893,7 +901,7 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	if (trace_path && ve_trace_create(0, &tr))
 		tr = NULL;
 	struct ve_dispatcher_config dc = {.backend = x.b, .coord = x.coord, .host_inline = true,
-					  .trace = tr};
+					  .trace = tr, .window = sc->window};
 	rc = ve_dispatcher_create(&dc, &x.d);
 	if (rc) {
 		fprintf(stderr, "ve-sim: dispatcher: %s\n", strerror(-rc));
@@ -1085,6 +1093,8 @@ static void usage(FILE *f)
 		"  --json FILE        write results as JSON\n"
 		"  --trace FILE       Chrome/Perfetto trace of one run (first policy, first seed)\n"
 		"  --trace-policy P   ... of policy P instead\n"
+		"  --window K         pipelining window per logical stream (0 = strict late binding;\n"
+		"                     default: the scenario's 'window', else 2)\n"
 		"  --no-profile       no offline profiles: policies learn online from completions\n"
 		"  --quiet            no progress lines\n"
 		"  --print-default    print the embedded default scenario and exit\n",
@@ -1095,7 +1105,7 @@ int main(int argc, char **argv)
 {
 	const char *path = NULL, *json = NULL, *trace = NULL, *trace_policy = NULL;
 	const char *policies = NULL;
-	int seeds = 1;
+	int seeds = 1, window = -1;
 	bool use_profile = true, quiet = false;
 	double horizon = -1;
 	ve__log_init();
@@ -1126,6 +1136,12 @@ int main(int argc, char **argv)
 			trace = argv[++i];
 		} else if (strcmp(a, "--trace-policy") == 0 && i + 1 < argc) {
 			trace_policy = argv[++i];
+		} else if (strcmp(a, "--window") == 0 && i + 1 < argc) {
+			window = atoi(argv[++i]);
+			if (window < 0 || window > 1024) {
+				fprintf(stderr, "ve-sim: --window must be 0..1024\n");
+				return 2;
+			}
 		} else if (strcmp(a, "--no-profile") == 0) {
 			use_profile = false;
 		} else if (strcmp(a, "--quiet") == 0) {
@@ -1164,6 +1180,8 @@ int main(int argc, char **argv)
 	free(text);
 	if (horizon > 0)
 		sc.horizon_ms = horizon;
+	if (window >= 0)
+		sc.window = (uint32_t)window;
 	bool any_latency = false;
 	for (uint32_t i = 0; i < sc.nj; i++)
 		any_latency |= sc.j[i].latency;
@@ -1261,8 +1279,8 @@ int main(int argc, char **argv)
 	}
 
 	/* Table. */
-	printf("scenario %s: %.0f ms of virtual time on %u SMs (%u leaves), %d seed(s)\n", sc.name,
-	       sc.horizon_ms, sc.sm_count, sc.nleaves, seeds);
+	printf("scenario %s: %.0f ms of virtual time on %u SMs (%u leaves), window %u, %d seed(s)\n",
+	       sc.name, sc.horizon_ms, sc.sm_count, sc.nleaves, sc.window, seeds);
 	printf("%-10s %-10s %10s %8s %10s %10s %9s %9s\n", "policy", "job", "norm_thr", "thr/s",
 	       "p50/tpot50", "p99/tpot99", "tpot_viol", "ttft_viol");
 	for (int p = 0; p < np; p++) {
@@ -1310,8 +1328,9 @@ int main(int argc, char **argv)
 		for (uint32_t i = 0; i < sc.nleaves; i++)
 			fprintf(f, "%s%u", i ? "," : " ", sc.leaf_sms[i]);
 		fprintf(f, " (virtual time; model in docs/architecture.md)\",\n");
-		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"profiles\": %s,\n",
-			sc.horizon_ms, seeds, use_profile ? "\"offline (exact model)\"" : "\"online only\"");
+		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"window\": %u,\n  \"profiles\": %s,\n",
+			sc.horizon_ms, seeds, sc.window,
+			use_profile ? "\"offline (exact model)\"" : "\"online only\"");
 		fprintf(f, "  \"solo_throughput\": {");
 		for (uint32_t i = 0; i < sc.nj; i++)
 			fprintf(f, "%s\"%s\": %.6g", i ? ", " : "", sc.j[i].name, solo[i]);

@@ -28,7 +28,10 @@ struct op {
 	uint32_t lane;
 	uint32_t big; /* index of big payload chunk, VE__NIL if inline */
 	uint32_t npreds_total;
+	uint32_t next_pipe;	/* pipeline-candidate list link */
+	uint8_t in_pipe;
 	uint64_t seq;
+	ve_tok behind;		/* the one in-flight predecessor it may follow */
 	ve_tok preds[DUMP_PREDS];
 	struct ve_desc desc;
 };
@@ -85,6 +88,7 @@ struct ve_vctx {
 	uint64_t next_generation;
 
 	uint32_t ready_head, ready_tail, nready;
+	uint32_t pipe_head, pipe_tail, npipe; /* pipeline candidates (DESIGN.md section 7) */
 	uint64_t next_seq;
 	int error;
 
@@ -198,6 +202,7 @@ int ve_vctx_create(const struct ve_vctx_config *cfg_in, struct ve_vctx **out)
 	}
 	v->next_generation = 1;
 	v->ready_head = v->ready_tail = VE__NIL;
+	v->pipe_head = v->pipe_tail = VE__NIL;
 	if (pthread_mutex_init(&v->lock, NULL) || pthread_cond_init(&v->done_cv, NULL) ||
 	    pthread_cond_init(&v->space_cv, NULL))
 		goto fail;
@@ -404,6 +409,49 @@ static void ready_push_tail(struct ve_vctx *v, uint32_t slot)
 	v->nready++;
 }
 
+/* Pipelining (DESIGN.md section 7): an op whose only unsatisfied predecessor
+ * is already on a backend lane may be submitted right behind it on that
+ * lane; FIFO lane order then gives the edge. Candidates are only offered:
+ * the dispatcher claims one with ve_vctx_pipeline_claim, re-checked under
+ * the lock, or leaves it to become ready the normal way. */
+static bool pipe_push(struct ve_vctx *v, uint32_t slot, ve_tok behind)
+{
+	struct op *o = &v->ops[slot];
+	o->behind = behind;
+	if (o->in_pipe)
+		return false;
+	o->in_pipe = 1;
+	o->next_pipe = VE__NIL;
+	if (v->pipe_tail == VE__NIL)
+		v->pipe_head = slot;
+	else
+		v->ops[v->pipe_tail].next_pipe = slot;
+	v->pipe_tail = slot;
+	return v->npipe++ == 0;
+}
+
+static inline bool may_follow(const struct op *o)
+{
+	return o->cls == VE_CLASS_COMPUTE || o->cls == VE_CLASS_COPY;
+}
+
+/* Marks a handed-out op as on 'lane' and offers its single-waiter dependents. */
+static bool mark_dispatched_locked(struct ve_vctx *v, uint32_t slot, uint32_t lane)
+{
+	struct op *o = &v->ops[slot];
+	o->state = OP_DISPATCHED;
+	o->lane = lane;
+	bool woke = false;
+	ve_tok me = ve_tok_make(slot, v->tt.gen[slot]);
+	for (uint32_t e = v->tt.deps[slot]; e != VE__NIL; e = v->tt.edges[e].next) {
+		uint32_t d = v->tt.edges[e].dep;
+		struct op *od = &v->ops[d];
+		if (v->tt.npend[d] == 1 && od->state == OP_PENDING && may_follow(od))
+			woke |= pipe_push(v, d, me);
+	}
+	return woke;
+}
+
 static void release_payload(struct ve_vctx *v, struct op *o)
 {
 	if (o->big != VE__NIL) {
@@ -480,6 +528,8 @@ static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns)
 				again = true;
 				break;
 			}
+			if (od->state == OP_DISPATCHED)
+				continue; /* pipelined: already behind it on its lane */
 			if (v->nready == 0)
 				woke = true;
 			ready_push_tail(v, d);
@@ -578,8 +628,15 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	for (uint32_t i = 0; i < nextra; i++)
 		add_pred(v, tok, extra[i]);
 	s->tail = tok;
-	if (v->tt.npend[slot] == 0)
+	o->in_pipe = 0;
+	if (v->tt.npend[slot] == 0) {
 		*woke |= became_ready(v, slot);
+	} else if (v->tt.npend[slot] == 1 && may_follow(o)) {
+		/* npend == 1: preds[0] is the one live predecessor. */
+		struct op *p = op_of(v, o->preds[0]);
+		if (p->state == OP_DISPATCHED)
+			*woke |= pipe_push(v, slot, o->preds[0]);
+	}
 	return tok;
 }
 
@@ -1073,17 +1130,98 @@ int ve_vctx_dispatched(struct ve_vctx *v, ve_tok t, uint32_t lane)
 {
 	pthread_mutex_lock(&v->lock);
 	int rc = -ENOENT;
+	bool woke = false;
 	if (ve__tok_live(&v->tt, t)) {
 		struct op *o = op_of(v, t);
 		if (o->state == OP_POPPED) {
-			o->state = OP_DISPATCHED;
-			o->lane = lane;
+			woke = mark_dispatched_locked(v, ve_tok_slot(t), lane);
 			rc = 0;
 		} else {
 			rc = -EINVAL;
 		}
 	}
 	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	return rc;
+}
+
+/* Still a valid candidate: pending on exactly one predecessor, which is on a lane. */
+static bool pipe_valid(struct ve_vctx *v, uint32_t slot)
+{
+	struct op *o = &v->ops[slot];
+	if (o->state != OP_PENDING || v->tt.npend[slot] != 1 || !ve__tok_live(&v->tt, o->behind))
+		return false;
+	return op_of(v, o->behind)->state == OP_DISPATCHED;
+}
+
+int ve_vctx_pop_pipeline(struct ve_vctx *v, struct ve_pipe_info *out, int max)
+{
+	int n = 0;
+	pthread_mutex_lock(&v->lock);
+	while (n < max && v->pipe_head != VE__NIL) {
+		uint32_t s = v->pipe_head;
+		struct op *o = &v->ops[s];
+		v->pipe_head = o->next_pipe;
+		if (v->pipe_head == VE__NIL)
+			v->pipe_tail = VE__NIL;
+		v->npipe--;
+		o->in_pipe = 0;
+		if (!pipe_valid(v, s))
+			continue; /* its predecessor finished first: it became ready instead */
+		struct op *b = op_of(v, o->behind);
+		out[n++] = (struct ve_pipe_info){
+			.tok = ve_tok_make(s, v->tt.gen[s]),
+			.behind = o->behind,
+			.lane = b->lane,
+			.stream_idx = o->stream,
+			.priority = v->streams[o->stream].priority,
+			.cls = o->cls,
+			.kind = o->desc.kind,
+			.seq = o->seq,
+		};
+	}
+	pthread_mutex_unlock(&v->lock);
+	return n;
+}
+
+int ve_vctx_pipeline_claim(struct ve_vctx *v, ve_tok t, ve_tok behind)
+{
+	pthread_mutex_lock(&v->lock);
+	int rc = -EAGAIN;
+	bool woke = false;
+	if (ve__tok_live(&v->tt, t) && pipe_valid(v, ve_tok_slot(t)) &&
+	    op_of(v, t)->behind == behind) {
+		woke = mark_dispatched_locked(v, ve_tok_slot(t), op_of(v, behind)->lane);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t)
+{
+	bool woke = false;
+	pthread_mutex_lock(&v->lock);
+	int rc = -ENOENT;
+	if (ve__tok_live(&v->tt, t)) {
+		uint32_t s = ve_tok_slot(t);
+		struct op *o = &v->ops[s];
+		rc = -EINVAL;
+		if (o->state == OP_DISPATCHED) {
+			o->lane = VE__NIL;
+			rc = 0;
+			if (v->tt.npend[s] == 0) {
+				/* Its predecessor completed meanwhile: it is ready now. */
+				woke = v->nready == 0;
+				ready_push_tail(v, s);
+			} else {
+				o->state = OP_PENDING;
+			}
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
 	return rc;
 }
 

@@ -150,6 +150,23 @@ int ve_vctx_pop_ready(struct ve_vctx *v, struct ve_ready_info *out, int max);
 const struct ve_desc *ve_vctx_desc(struct ve_vctx *v, ve_tok t);
 /* The op was handed to a backend lane (kept for dumps and pipelining). */
 int ve_vctx_dispatched(struct ve_vctx *v, ve_tok t, uint32_t lane);
+/* Pipelining candidates: ops whose only unsatisfied predecessor is on a lane
+ * (DESIGN.md section 7). Popping only offers them; claim re-checks and, on
+ * success, marks the op dispatched on the predecessor's lane (submit it there
+ * next); unclaim undoes a claim whose submission failed. */
+struct ve_pipe_info {
+	ve_tok tok;
+	ve_tok behind; /* the predecessor it would follow */
+	uint32_t lane; /* that predecessor's lane */
+	uint32_t stream_idx;
+	int32_t priority;
+	uint8_t cls, kind;
+	uint64_t seq;
+};
+int ve_vctx_pop_pipeline(struct ve_vctx *v, struct ve_pipe_info *out, int max);
+int ve_vctx_pipeline_claim(struct ve_vctx *v, ve_tok t, ve_tok behind);
+int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t);
+
 /* A popped op could not be dispatched: back to the front of the ready list. */
 int ve_vctx_requeue(struct ve_vctx *v, ve_tok t);
 /* The op finished. status != 0 is a device error: it becomes sticky (see

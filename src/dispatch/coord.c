@@ -428,8 +428,12 @@ static void apply_plan(struct ve_coord *c, const struct ve_plan *plan)
 		    ve_pool_close_gate(&c->pool, g) == 0)
 			c->st.gate_closes++;
 	}
+	/* A pending reservation (asked for, conflicts still draining) can be
+	 * dropped too: ve_pool_unreserve cancels it (tpot gives up a preparation
+	 * whose deadline passed before it took effect; test_dispatch). */
 	if (plan->unreserve < c->pool.nentries &&
-	    c->pool.e[plan->unreserve].state == VE_ENTRY_RESERVED)
+	    (c->pool.e[plan->unreserve].state == VE_ENTRY_RESERVED ||
+	     ve_pool_pending(&c->pool, plan->unreserve)))
 		ve_pool_unreserve(&c->pool, plan->unreserve);
 	if (plan->reserve < c->pool.nentries) {
 		int rc = ve_pool_reserve(&c->pool, plan->reserve, (int32_t)plan->reserve_for);
@@ -461,6 +465,41 @@ int ve_coord_hint(struct ve_coord *c, const struct ve_hint *h)
 	c->st.hints++;
 	refresh_view(c);
 	return run_prepare(c, h);
+}
+
+int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry)
+{
+	if (entry >= c->pool.nentries || client >= c->rq.nclients)
+		return -EINVAL;
+	const struct ve_pool_entry *pe = &c->pool.e[entry];
+	if (pe->state != VE_ENTRY_LEASED || !pe->gate_open || pe->holder != (int32_t)client)
+		return -EBUSY;
+	if (pe->leaves & c->pool.claimed)
+		return -EBUSY;
+	/* Only while this client is alone on the GPU: with anyone else running
+	 * or waiting, every op goes through the policy, so allocations keep
+	 * following demand (a pipelined chain would keep its entry forever). */
+	for (uint32_t k = 0; k < c->rq.nclients; k++)
+		if (k != client && c->cl[k].active &&
+		    (c->rq.clients[k].running || c->rq.clients[k].nready))
+			return -EBUSY;
+	int rc = ve_pool_op_start(&c->pool, entry);
+	if (rc)
+		return -EBUSY;
+	c->rq.clients[client].running++;
+	c->st.pipelined++;
+	return 0;
+}
+
+void ve_coord_pipeline_cancel(struct ve_coord *c, uint32_t client, uint16_t entry)
+{
+	if (entry >= c->pool.nentries || client >= c->rq.nclients)
+		return;
+	ve_pool_op_done(&c->pool, entry);
+	maybe_release(c, entry);
+	if (c->rq.clients[client].running)
+		c->rq.clients[client].running--;
+	c->st.pipelined--;
 }
 
 /* ------------------------------------------------------------ accessors */

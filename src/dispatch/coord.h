@@ -53,7 +53,7 @@ struct ve_binding {
 
 struct ve_coord_stats {
 	uint64_t rounds, picks, bindings, rejects, defers, failed_submits, completions;
-	uint64_t drains, reservations, hints, gate_closes;
+	uint64_t drains, reservations, hints, gate_closes, pipelined;
 	uint64_t decide_ns; /* time spent in schedule() */
 };
 
@@ -76,6 +76,14 @@ int ve_coord_submit_failed(struct ve_coord *c, const struct ve_binding *b, int s
 int ve_coord_done(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
 		  uint64_t measured_ns);
 int ve_coord_hint(struct ve_coord *c, const struct ve_hint *h);
+/* May 'client' put one more op behind its running work on 'entry' (bounded
+ * pipelining)? Only while it is alone on the GPU: the entry is leased to
+ * this client with its gate open, no other client has ops running or ready,
+ * and no pending reservation claims those SMs. On 0 the op counts as outstanding there
+ * (completion goes through ve_coord_done); -EBUSY otherwise. */
+int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry);
+/* Undoes a ve_coord_pipeline whose op was not submitted after all. */
+void ve_coord_pipeline_cancel(struct ve_coord *c, uint32_t client, uint16_t entry);
 
 struct ve_pool *ve_coord_pool(struct ve_coord *c);
 struct ve_profile *ve_coord_profile(struct ve_coord *c);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #define BATCH	      64
 #define SPIN_PASSES   2000	/* idle passes spent spinning while work is in flight */
@@ -26,7 +27,10 @@ struct inflight {
 	uint8_t cls;
 	uint8_t kind;
 	uint8_t in_use;
+	uint8_t piped;
 };
+
+#define PIPE_STREAMS 1024 /* window counters per client (stream index modulo) */
 
 struct client_slot {
 	struct ve_vctx *v;
@@ -69,6 +73,8 @@ struct ve_dispatcher {
 	uint32_t inf_free, ninflight;
 
 	struct ve_ready_info rinfo[BATCH];
+	struct ve_pipe_info pinfo[BATCH];
+	uint16_t (*pipe_count)[PIPE_STREAMS]; /* [client][stream % PIPE_STREAMS] */
 	struct ve_binding bind[BATCH];
 	struct ve_completion comp[BATCH];
 
@@ -177,7 +183,8 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	d->inf = calloc(d->cfg.max_inflight, sizeof(*d->inf));
 	d->hq_cap = 4096;
 	d->hq = calloc(d->hq_cap, sizeof(*d->hq));
-	if (!d->inf || !d->hq)
+	d->pipe_count = calloc(VE_COORD_MAX_CLIENTS, sizeof(*d->pipe_count));
+	if (!d->inf || !d->hq || !d->pipe_count)
 		goto enomem;
 	d->inf_free = UINT32_MAX;
 	for (uint32_t i = d->cfg.max_inflight; i-- > 0;) {
@@ -218,6 +225,7 @@ einval:
 enomem:
 	free(d->inf);
 	free(d->hq);
+	free(d->pipe_count);
 	free(d);
 	return -ENOMEM;
 }
@@ -239,6 +247,7 @@ void ve_dispatcher_destroy(struct ve_dispatcher *d)
 	pthread_mutex_destroy(&d->hint_lock);
 	free(d->inf);
 	free(d->hq);
+	free(d->pipe_count);
 	free(d);
 }
 
@@ -300,7 +309,7 @@ static void inflight_free(struct ve_dispatcher *d, uint32_t i)
 /* Submits an op on a lane; returns 0 or the backend's error (op untouched). */
 static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v, ve_tok tok,
 		     const struct ve_desc *desc, uint32_t lane, uint16_t entry, uint8_t cls,
-		     uint32_t stream)
+		     uint32_t stream, bool piped)
 {
 	uint32_t i;
 	int rc = inflight_alloc(d, &i);
@@ -315,13 +324,17 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	f->entry = entry;
 	f->cls = cls;
 	f->kind = desc->kind;
+	f->piped = piped;
 	rc = d->b->ops->submit(d->b, lane, desc, i);
 	if (rc) {
 		inflight_free(d, i);
 		d->st.submit_failures++;
 		return rc;
 	}
-	ve_vctx_dispatched(v, tok, lane);
+	if (piped)
+		d->pipe_count[client][stream % PIPE_STREAMS]++;
+	else
+		ve_vctx_dispatched(v, tok, lane);
 	d->st.submitted++;
 	if (d->cfg.on_submit)
 		d->cfg.on_submit(d->cfg.observer_arg, client, tok, lane, desc);
@@ -379,7 +392,7 @@ static int drain_client(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 				rc = submit_on(d, c, cs->v, ri->tok, desc,
 					       VE_LANE(VE_LANE_COPY_ENTRY,
 						       ri->stream_idx % d->cfg.copy_lanes),
-					       VE_LANE_COPY_ENTRY, VE_CLASS_COPY, ri->stream_idx);
+					       VE_LANE_COPY_ENTRY, VE_CLASS_COPY, ri->stream_idx, false);
 				if (!rc)
 					d->st.copies++;
 				break;
@@ -414,6 +427,8 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 	}
 	struct inflight f = d->inf[cp->cookie];
 	inflight_free(d, (uint32_t)cp->cookie);
+	if (f.piped && d->pipe_count[f.client][f.stream % PIPE_STREAMS])
+		d->pipe_count[f.client][f.stream % PIPE_STREAMS]--;
 	struct client_slot *cs = &d->cl[f.client];
 	if (d->cfg.trace) {
 		struct ve_trace_event ev = {
@@ -449,15 +464,16 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 		struct client_slot *cs = &d->cl[bd->op.client];
 		const struct ve_desc *desc = cs->active ? ve_vctx_desc(cs->v, bd->op.tok) : NULL;
 		int rc = -ENOENT;
-		if (desc) {
-			uint32_t lane = VE_LANE(bd->entry, bd->op.stream % d->cfg.lanes_per_entry);
+		uint32_t lane = VE_LANE(bd->entry, bd->op.stream % d->cfg.lanes_per_entry);
+		if (desc)
 			rc = submit_on(d, bd->op.client, cs->v, bd->op.tok, desc, lane, bd->entry,
-				       VE_CLASS_COMPUTE, bd->op.stream);
-		}
+				       VE_CLASS_COMPUTE, bd->op.stream, false);
 		if (rc) {
 			ve_coord_submit_failed(d->coord, bd, rc);
 			continue;
 		}
+		if (d->cfg.on_bind)
+			d->cfg.on_bind(d->cfg.observer_arg, bd, lane);
 		d->st.bound++;
 		moved++;
 	}
@@ -465,6 +481,49 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 }
 
 static int drain_hints(struct ve_dispatcher *d);
+
+/* Bounded pipelining: submit candidates right behind their in-flight
+ * predecessor on its lane, at most 'window' per logical stream, compute ops
+ * only onto a pool entry's lanes and only while the coordinator says nobody
+ * else waits. A candidate not taken becomes ready the normal way. */
+static int drain_pipeline(struct ve_dispatcher *d, uint32_t c)
+{
+	struct client_slot *cs = &d->cl[c];
+	int moved = 0;
+	int n = ve_vctx_pop_pipeline(cs->v, d->pinfo, BATCH);
+	for (int k = 0; k < n; k++) {
+		struct ve_pipe_info *pi = &d->pinfo[k];
+		uint32_t entry = VE_LANE_ENTRY(pi->lane);
+		bool compute = pi->cls == VE_CLASS_COMPUTE;
+		if (d->pipe_count[c][pi->stream_idx % PIPE_STREAMS] >= d->cfg.window)
+			continue;
+		if (compute && entry == VE_LANE_COPY_ENTRY)
+			continue; /* a kernel never runs on a copy lane (all SMs) */
+		const struct ve_desc *desc = ve_vctx_desc(cs->v, pi->tok);
+		if (!desc)
+			continue;
+		if (compute && desc->u.k.min_sms > d->pool->e[entry].sms)
+			continue;
+		if (compute && ve_coord_pipeline(d->coord, c, (uint16_t)entry))
+			continue;
+		if (ve_vctx_pipeline_claim(cs->v, pi->tok, pi->behind)) {
+			if (compute)
+				ve_coord_pipeline_cancel(d->coord, c, (uint16_t)entry);
+			continue;
+		}
+		int rc = submit_on(d, c, cs->v, pi->tok, desc, pi->lane, (uint16_t)entry,
+				   compute ? VE_CLASS_COMPUTE : VE_CLASS_COPY, pi->stream_idx, true);
+		if (rc) {
+			ve_vctx_pipeline_unclaim(cs->v, pi->tok);
+			if (compute)
+				ve_coord_pipeline_cancel(d->coord, c, (uint16_t)entry);
+			continue;
+		}
+		d->st.pipelined++;
+		moved++;
+	}
+	return moved;
+}
 
 int ve_dispatcher_poll(struct ve_dispatcher *d)
 {
@@ -484,6 +543,10 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		if (d->cl[c].active)
 			moved += drain_client(d, c, now);
 	moved += drain_hints(d);
+	if (d->cfg.window)
+		for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
+			if (d->cl[c].active)
+				moved += drain_pipeline(d, c);
 	for (;;) {
 		int nb = ve_coord_schedule(d->coord, d->bind, BATCH);
 		if (nb <= 0)
@@ -523,6 +586,9 @@ static void *dispatcher_main(void *arg)
 {
 	struct ve_dispatcher *d = arg;
 	uint32_t idle = 0;
+	/* Short sleeps between polls must stay short: the default 50 us timer
+	 * slack turns a 20 us sleep into ~70 us of completion latency. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	while (atomic_load_explicit(&d->running, memory_order_acquire)) {
 		uint32_t seen = atomic_load_explicit(&d->wake_word, memory_order_acquire);
 		if (ve_dispatcher_poll(d) > 0) {

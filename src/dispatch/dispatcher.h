@@ -38,16 +38,23 @@ struct ve_dispatcher_config {
 	uint32_t copy_lanes;	  /* default 4 */
 	uint32_t max_inflight;	  /* default 16384 */
 	bool host_inline;	  /* run host functions inside poll() (sim, tests) */
+	uint32_t window;	  /* pipelining window K per logical stream; 0 = strict late
+				   * binding (the paper's behaviour) */
 	struct ve_trace *trace;	  /* optional */
 	/* Optional observer of every submission and completion (tests). */
 	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 			  const struct ve_desc *d);
 	void (*on_complete)(void *arg, uint32_t client, ve_tok tok, uint32_t lane, int status);
+	/* Optional observer of every compute binding whose submission succeeded,
+	 * called after on_submit, with the policy's VE_BIND_* flags in b->flags:
+	 * tests check that running kernels share SMs only when a binding asked to. */
+	void (*on_bind)(void *arg, const struct ve_binding *b, uint32_t lane);
 	void *observer_arg;
 };
 
 struct ve_dispatcher_stats {
 	uint64_t passes, popped, bound, submitted, submit_failures, completed, host_fns, copies;
+	uint64_t pipelined; /* ops submitted behind their in-flight predecessor */
 	uint64_t sleeps, wakeups;
 	uint32_t inflight;
 };

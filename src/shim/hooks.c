@@ -18,23 +18,22 @@
  * version requested by an old runtime passes through untouched. */
 static void *hook_for(const char *symbol, void *real, bool ptsz)
 {
-	int id = ve__real_find(symbol);
-	if (id < 0 || !real)
+	(void)symbol;
+	if (!real)
 		return NULL;
-	const void *const *tab = ptsz ? (const void *const *)(const void *)&ve__real_ptsz
-				      : (const void *const *)(const void *)&ve__real;
-	if (tab[id] != real)
-		return NULL;
-	if (ptsz)
-		for (const struct ve_hook *h = ve__hooks_ptsz; h->fn; h++)
-			if (h->id == id)
+	/* Match by pointer, not by name: the hook whose real counterpart is the
+	 * very function the driver returned has the right prototype, whatever
+	 * version or variant was asked for (cuCtxSynchronize at 13.0 is the
+	 * _v2 ABI, for instance). No match: an ABI we have no hook for. */
+	const struct ve_hook *tabs[2] = {ptsz ? ve__hooks_ptsz : ve__hooks_legacy,
+					 ptsz ? ve__hooks_legacy : ve__hooks_ptsz};
+	const void *const *rt[2] = {
+		(const void *const *)(const void *)(ptsz ? &ve__real_ptsz : &ve__real),
+		(const void *const *)(const void *)(ptsz ? &ve__real : &ve__real_ptsz)};
+	for (int k = 0; k < 2; k++)
+		for (const struct ve_hook *h = tabs[k]; h->fn; h++)
+			if (rt[k][h->id] == real)
 				return h->fn;
-	/* Calls with no per-thread form behave the same through either flag. */
-	for (const struct ve_hook *h = ve__hooks_legacy; h->fn; h++)
-		if (h->id == id)
-			return ptsz && ((const void *const *)(const void *)&ve__real)[id] != real
-				       ? NULL
-				       : h->fn;
 	return NULL;
 }
 
@@ -71,7 +70,7 @@ static CUresult getproc_common(const char *symbol, void **pfn, int ver, cuuint64
 		return r;
 	if (strcmp(symbol, "cuGetProcAddress") == 0) {
 		/* The runtime asks for the lookup itself; keep it ours. */
-		*pfn = ver >= 12050 ? (void *)&cuGetProcAddress : (void *)&ve__cuGetProcAddress_v1;
+		*pfn = ver >= 12000 ? (void *)&cuGetProcAddress : (void *)&ve__cuGetProcAddress_v1;
 		return r;
 	}
 	if (!hooks_enabled())

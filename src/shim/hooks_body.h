@@ -999,6 +999,22 @@ CUresult cuCtxSynchronize(void)
 	}
 	return VE_REAL0(cuCtxSynchronize)();
 }
+
+/* The CUDA 13 form names the context (NULL = the current one). */
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	if (ve__shim_active()) {
+		CUcontext cur = ctx;
+		if (!cur)
+			VE_REAL0(cuCtxGetCurrent)(&cur);
+		if (cur == ve__shim.ctx) {
+			int rc = ve_vctx_ctx_sync(V());
+			if (rc)
+				return ve__cu_error(rc);
+		}
+	}
+	return VE_REAL0(cuCtxSynchronize_v2)(ctx);
+}
 #endif
 
 /* ------------------------------------------------------------------ hook table */
@@ -1064,7 +1080,8 @@ CUresult cuCtxSynchronize(void)
 	X(cuMemFree)                                                                               \
 	X(cuMemFreeHost)                                                                           \
 	X(cuMemHostUnregister)                                                                     \
-	X(cuCtxSynchronize)
+	X(cuCtxSynchronize)                                                                        \
+	X(cuCtxSynchronize_v2)
 
 #define VE_HOOK_ENTRY(n) {VE_REAL_ID_##n, VE_S(n), (void *)&n},
 

@@ -18,6 +18,14 @@ static const char *const real_names[VE_REAL_COUNT] = {
 #undef VE_REAL_NAME
 };
 
+#define VE_XSTR(x) VE_XSTR2(x)
+#define VE_XSTR2(x) #x
+const char *const ve__real_symbols[VE_REAL_COUNT] = {
+#define VE_REAL_SYM(n) VE_XSTR(n),
+	VE_REAL_FUNCS(VE_REAL_SYM)
+#undef VE_REAL_SYM
+};
+
 typedef void *(*dlsym_fn)(void *, const char *);
 static dlsym_fn real_dlsym_fn;
 static void *libcuda;
@@ -46,17 +54,11 @@ void *ve__real_dlsym(void *handle, const char *name)
 	return real_dlsym_fn ? real_dlsym_fn(handle, name) : NULL;
 }
 
-static void resolve(struct ve_real_table *t, cuuint64_t flags)
+static void resolve(struct ve_real_table *t, const char *const *symbols)
 {
 	void **slots = (void **)t;
-	for (int i = 0; i < VE_REAL_COUNT; i++) {
-		void *p = NULL;
-		CUdriverProcAddressQueryResult st;
-		if (real_getproc_fn(real_names[i], &p, CUDA_VERSION, flags, &st) != CUDA_SUCCESS ||
-		    st != CU_GET_PROC_ADDRESS_SUCCESS)
-			p = NULL;
-		slots[i] = p;
-	}
+	for (int i = 0; i < VE_REAL_COUNT; i++)
+		slots[i] = ve__real_dlsym(libcuda, symbols[i]);
 }
 
 static void init_once(void)
@@ -79,8 +81,9 @@ static void init_once(void)
 		VE_WARN("the CUDA driver %s has no cuGetProcAddress_v2 (driver too old)", path);
 		return;
 	}
-	resolve(&ve__real, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-	resolve(&ve__real_ptsz, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+	resolve(&ve__real, ve__real_symbols);
+	resolve(&ve__real_ptsz, ve__real_ptsz_symbols);
+	/* A call with no per-thread form has the same symbol in both tables. */
 	init_rc = 0;
 }
 

@@ -37,6 +37,7 @@
 	X(cuCtxPopCurrent)                                                                         \
 	X(cuCtxGetDevice)                                                                          \
 	X(cuCtxSynchronize)                                                                        \
+	X(cuCtxSynchronize_v2)                                                                     \
 	X(cuCtxGetStreamPriorityRange)                                                             \
 	X(cuDeviceGetDevResource)                                                                  \
 	X(cuDevSmResourceSplitByCount)                                                             \
@@ -160,6 +161,13 @@ void *ve__real_libcuda(void);
 /* The real cuGetProcAddress_v2. */
 CUresult ve__real_getproc(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
 			  CUdriverProcAddressQueryResult *status);
+/* Exported symbol of slot i in each table ("cuMemcpyHtoD_v2" and
+ * "cuMemcpyHtoD_v2_ptds"): the tables are filled by these names, so every
+ * pointer has exactly the prototype cuda.h gave it here. (Asking
+ * cuGetProcAddress for a base name at CUDA_VERSION would not: at 13.0 it
+ * returns the _v2 ABI of cuCtxSynchronize, cuCtxGetDevice, cuStreamGetCtx.) */
+extern const char *const ve__real_symbols[VE_REAL_COUNT];
+extern const char *const ve__real_ptsz_symbols[VE_REAL_COUNT];
 /* Base name of table slot i ("cuLaunchKernel"). */
 const char *ve__real_name(int id);
 /* Table slot of a base name, or -1. */

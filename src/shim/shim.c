@@ -103,6 +103,8 @@ static int load_config(struct ve_shim_config *c)
 	c->copy_lanes = (uint32_t)v;
 	bad |= env_u64("VE_MAX_OPS", 16384, 64, 1u << 22, &v);
 	c->max_ops = (uint32_t)v;
+	bad |= env_u64("VE_WINDOW", 2, 0, 1024, &v);
+	c->window = (uint32_t)v;
 	bad |= env_u64("VE_WATCHDOG_MS", 0, 0, 86400000, &v);
 	c->watchdog_ms = v;
 	char cls[32];
@@ -178,6 +180,7 @@ static int start_runtime(struct ve_shim *S)
 					  .coord = S->coord,
 					  .lanes_per_entry = S->cfg.lanes,
 					  .copy_lanes = S->cfg.copy_lanes,
+					  .window = S->cfg.window,
 					  .trace = S->trace};
 	uint64_t t0 = ve__now_ns();
 	rc = ve_dispatcher_create(&dc, &S->disp);

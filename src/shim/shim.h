@@ -31,6 +31,7 @@ struct ve_shim_config {
 	uint32_t lanes;	    /* VE_LANES: streams per pool entry */
 	uint32_t copy_lanes; /* VE_COPY_LANES */
 	uint32_t max_ops;   /* VE_MAX_OPS */
+	uint32_t window;    /* VE_WINDOW: pipelining window per logical stream */
 	uint32_t latency;   /* VE_CLASS=latency */
 	char trace[512];    /* VE_TRACE */
 	char profile[512];  /* VE_PROFILE */
