@@ -98,7 +98,11 @@ $(BUILD)/tests/prog_%: $(BUILD)/obj/tests/shim/prog_%.o $(FAKE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
 
-$(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(LIB)
+# Harness tests that drive the CUDA backend directly (against the fake driver).
+CUDA_BACKEND_OBJ := $(BUILD)/obj/src/backend/cuda.o $(BUILD)/obj/src/shim/real.o \
+                    $(BUILD)/obj/src/shim/real_ptsz.o
+
+$(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(CUDA_BACKEND_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 endif

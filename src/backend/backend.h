@@ -39,7 +39,10 @@ struct ve_gpu_info {
 
 struct ve_completion {
 	uint64_t cookie; /* what the dispatcher passed to submit */
-	int32_t status;	 /* 0, or a backend error (negative errno or driver code) */
+	/* 0, or an error: a negative errno, or (CUDA backend) the positive
+	 * CUresult the driver returned when the op was submitted or that the
+	 * lane's stream reported after it failed on the device. */
+	int32_t status;
 	uint32_t lane;
 	uint64_t t_submit_ns, t_start_ns, t_end_ns; /* backend clock (virtual in the sim) */
 };
@@ -58,7 +61,13 @@ struct ve_backend_ops {
 	/* Create 'n' copy lanes. */
 	int (*copy_lanes_create)(struct ve_backend *b, uint32_t n);
 	/* Submit the unchanged descriptor on 'lane'. 0 on success; on failure
-	 * nothing was enqueued and the op stays the dispatcher's to retry. */
+	 * nothing was enqueued and the op stays the dispatcher's to retry.
+	 * Besides bad arguments (-EINVAL, -ENOENT for a lane never created),
+	 * only transient conditions (capacity: -EAGAIN) should fail here. An op
+	 * the device refuses permanently (the CUDA driver rejecting a launch:
+	 * bad handle, too many resources, a sticky error) is accepted instead
+	 * and reported through its completion's status, in lane FIFO order,
+	 * so that it is never retried forever. */
 	int (*submit)(struct ve_backend *b, uint32_t lane, const struct ve_desc *d,
 		      uint64_t cookie);
 	/* Up to 'max' completions, in no particular order across lanes and in
