@@ -59,6 +59,8 @@ endif
 ALL := $(LIB) $(TOOLS) $(DAEMON) $(SHIM_LIB) $(FAKE_LIB)
 
 .PHONY: all run test check bench clean format
+# Keep objects of chained rules (tests, tools): no rebuilds, no "rm" noise.
+.SECONDARY:
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c

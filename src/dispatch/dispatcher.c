@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "dispatch/dispatcher.h"
+#include "dispatch/link.h"
 #include "dispatch/trace.h"
 #include "util/futex.h"
 #include "util/util.h"
@@ -12,6 +13,8 @@
 #include <sys/prctl.h>
 
 #define BATCH	      64
+/* Every coordinator call goes through the link (embedded or daemon). */
+#define L_CALL(d, op, ...) ((d)->link.ops->op((d)->link.impl, ##__VA_ARGS__))
 #define SPIN_PASSES   2000	/* idle passes spent spinning while work is in flight */
 #define INFLIGHT_WAIT 50000ull	/* then sleep this long between polls (ns) */
 #define IDLE_WAIT     200000000ull /* idle sleep bound; a notify wakes it earlier */
@@ -65,7 +68,7 @@ static void run_host(void (*fn)(void *), void *arg, uint32_t style, uint64_t str
 struct ve_dispatcher {
 	struct ve_dispatcher_config cfg;
 	struct ve_backend *b;
-	struct ve_coord *coord;
+	struct ve_link link;
 	const struct ve_pool *pool;
 	struct client_slot cl[VE_COORD_MAX_CLIENTS];
 
@@ -163,7 +166,7 @@ static int host_submit(struct ve_dispatcher *d, struct ve_vctx *v, ve_tok tok,
 
 int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispatcher **out)
 {
-	if (!cfg || !cfg->backend || !cfg->coord || !out)
+	if (!cfg || !cfg->backend || (!cfg->coord && !cfg->link) || !out)
 		return -EINVAL;
 	struct ve_dispatcher *d = calloc(1, sizeof(*d));
 	if (!d)
@@ -178,8 +181,11 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	if (d->cfg.lanes_per_entry > 256 || d->cfg.copy_lanes > 256)
 		goto einval;
 	d->b = cfg->backend;
-	d->coord = cfg->coord;
-	d->pool = ve_coord_pool(cfg->coord);
+	if (cfg->link)
+		d->link = *cfg->link;
+	else
+		ve_link_embedded(&d->link, cfg->coord);
+	d->pool = d->link.pool;
 	d->inf = calloc(d->cfg.max_inflight, sizeof(*d->inf));
 	d->hq_cap = 4096;
 	d->hq = calloc(d->hq_cap, sizeof(*d->hq));
@@ -258,7 +264,7 @@ int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t cl
 		return -EINVAL;
 	if (d->cl[client].active)
 		return -EEXIST;
-	int rc = ve_coord_client_add(d->coord, client, flags);
+	int rc = L_CALL(d, client_add, client, flags);
 	if (rc)
 		return rc;
 	d->cl[client] = (struct client_slot){.v = v, .flags = flags, .active = true};
@@ -271,7 +277,7 @@ int ve_dispatcher_detach(struct ve_dispatcher *d, uint32_t client)
 	if (client >= VE_COORD_MAX_CLIENTS || !d->cl[client].active)
 		return -ENOENT;
 	d->cl[client].active = false;
-	return ve_coord_client_remove(d->coord, client);
+	return L_CALL(d, client_remove, client);
 }
 
 void ve_dispatcher_notify(void *arg)
@@ -385,7 +391,7 @@ static int drain_client(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 			case VE_CLASS_COMPUTE: {
 				struct ve_ready_op o;
 				ready_op_from(&o, ri, desc, c, cs->flags, now);
-				rc = ve_coord_ready(d->coord, &o);
+				rc = L_CALL(d, ready, &o);
 				break;
 			}
 			case VE_CLASS_COPY:
@@ -446,7 +452,7 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		ve_trace_add(d->cfg.trace, &ev);
 	}
 	if (f.cls == VE_CLASS_COMPUTE)
-		ve_coord_done(d->coord, f.client, f.entry, f.key,
+		L_CALL(d, done, f.client, f.entry, f.key,
 			      cp->t_end_ns > cp->t_start_ns ? cp->t_end_ns - cp->t_start_ns : 0);
 	if (d->cfg.on_complete)
 		d->cfg.on_complete(d->cfg.observer_arg, f.client, f.tok, f.lane, cp->status);
@@ -469,7 +475,7 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 			rc = submit_on(d, bd->op.client, cs->v, bd->op.tok, desc, lane, bd->entry,
 				       VE_CLASS_COMPUTE, bd->op.stream, false);
 		if (rc) {
-			ve_coord_submit_failed(d->coord, bd, rc);
+			L_CALL(d, submit_failed, bd, rc);
 			continue;
 		}
 		if (d->cfg.on_bind)
@@ -504,11 +510,11 @@ static int drain_pipeline(struct ve_dispatcher *d, uint32_t c)
 			continue;
 		if (compute && desc->u.k.min_sms > d->pool->e[entry].sms)
 			continue;
-		if (compute && ve_coord_pipeline(d->coord, c, (uint16_t)entry))
+		if (compute && L_CALL(d, pipeline, c, (uint16_t)entry))
 			continue;
 		if (ve_vctx_pipeline_claim(cs->v, pi->tok, pi->behind)) {
 			if (compute)
-				ve_coord_pipeline_cancel(d->coord, c, (uint16_t)entry);
+				L_CALL(d, pipeline_cancel, c, (uint16_t)entry);
 			continue;
 		}
 		int rc = submit_on(d, c, cs->v, pi->tok, desc, pi->lane, (uint16_t)entry,
@@ -516,7 +522,7 @@ static int drain_pipeline(struct ve_dispatcher *d, uint32_t c)
 		if (rc) {
 			ve_vctx_pipeline_unclaim(cs->v, pi->tok);
 			if (compute)
-				ve_coord_pipeline_cancel(d->coord, c, (uint16_t)entry);
+				L_CALL(d, pipeline_cancel, c, (uint16_t)entry);
 			continue;
 		}
 		d->st.pipelined++;
@@ -530,7 +536,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 	int moved = 0;
 	d->st.passes++;
 	uint64_t now = d->b->ops->now(d->b);
-	ve_coord_set_now(d->coord, now);
+	L_CALL(d, set_now, now);
 	for (;;) {
 		int n = d->b->ops->poll(d->b, d->comp, BATCH);
 		for (int i = 0; i < n; i++)
@@ -548,7 +554,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 			if (d->cl[c].active)
 				moved += drain_pipeline(d, c);
 	for (;;) {
-		int nb = ve_coord_schedule(d->coord, d->bind, BATCH);
+		int nb = L_CALL(d, schedule, d->bind, BATCH);
 		if (nb <= 0)
 			break;
 		moved += submit_bindings(d, nb);
@@ -562,7 +568,7 @@ bool ve_dispatcher_quiescent(struct ve_dispatcher *d)
 {
 	if (d->ninflight || atomic_load(&d->host_busy))
 		return false;
-	if (ve_coord_view(d->coord)->nready)
+	if (L_CALL(d, pending))
 		return false;
 	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
 		if (!d->cl[c].active)
@@ -671,7 +677,7 @@ static int drain_hints(struct ve_dispatcher *d)
 	atomic_store_explicit(&d->hints_pending, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&d->hint_lock);
 	for (uint32_t i = 0; i < n; i++)
-		ve_coord_hint(d->coord, &local[i]);
+		L_CALL(d, hint, &local[i]);
 	return (int)n;
 }
 

@@ -31,9 +31,12 @@
 
 struct ve_trace;
 
+struct ve_link;
+
 struct ve_dispatcher_config {
 	struct ve_backend *backend;
-	struct ve_coord *coord;
+	struct ve_coord *coord;	  /* embedded coordinator, or NULL with 'link' */
+	const struct ve_link *link; /* another coordinator (the ved daemon); copied */
 	uint32_t lanes_per_entry; /* backend streams per pool entry (default 4) */
 	uint32_t copy_lanes;	  /* default 4 */
 	uint32_t max_inflight;	  /* default 16384 */

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* The embedded link: direct calls into a coordinator in this process. */
+#include "dispatch/link.h"
+
+static int e_client_add(void *c, uint32_t client, uint32_t flags)
+{
+	return ve_coord_client_add(c, client, flags);
+}
+static int e_client_remove(void *c, uint32_t client)
+{
+	return ve_coord_client_remove(c, client);
+}
+static int e_ready(void *c, const struct ve_ready_op *op)
+{
+	return ve_coord_ready(c, op);
+}
+static int e_schedule(void *c, struct ve_binding *out, int max)
+{
+	return ve_coord_schedule(c, out, max);
+}
+static int e_submit_failed(void *c, const struct ve_binding *b, int status)
+{
+	return ve_coord_submit_failed(c, b, status);
+}
+static int e_done(void *c, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns)
+{
+	return ve_coord_done(c, client, entry, key, ns);
+}
+static int e_hint(void *c, const struct ve_hint *h)
+{
+	return ve_coord_hint(c, h);
+}
+static int e_pipeline(void *c, uint32_t client, uint16_t entry)
+{
+	return ve_coord_pipeline(c, client, entry);
+}
+static void e_pipeline_cancel(void *c, uint32_t client, uint16_t entry)
+{
+	ve_coord_pipeline_cancel(c, client, entry);
+}
+static void e_set_now(void *c, uint64_t now)
+{
+	ve_coord_set_now(c, now);
+}
+static uint32_t e_pending(void *c)
+{
+	return ve_coord_view(c)->nready;
+}
+
+static const struct ve_link_ops embedded_ops = {
+	.name = "embedded",
+	.client_add = e_client_add,
+	.client_remove = e_client_remove,
+	.ready = e_ready,
+	.schedule = e_schedule,
+	.submit_failed = e_submit_failed,
+	.done = e_done,
+	.hint = e_hint,
+	.pipeline = e_pipeline,
+	.pipeline_cancel = e_pipeline_cancel,
+	.set_now = e_set_now,
+	.pending = e_pending,
+};
+
+void ve_link_embedded(struct ve_link *l, struct ve_coord *c)
+{
+	l->ops = &embedded_ops;
+	l->impl = c;
+	l->pool = ve_coord_pool(c);
+}
