@@ -56,7 +56,11 @@ struct fixed {
 	uint16_t home[VE_POOL_MAX_LEAVES];  /* largest entry inside each group */
 	int32_t rank[VE_POLICY_MAX_CLIENTS]; /* client -> its group, -1 = not registered */
 	uint64_t round;
-	uint64_t tried[VE_POLICY_MAX_CLIENTS / 64 + 1];
+	/* Head slot of each client offered this round (VE_READY_NIL: none). A
+	 * bitmask of clients tried used to stop a client after its first op, so
+	 * a client with several ready ops got one binding per round; found by
+	 * test_policy (fixed_keeps_each_client_in_its_half). */
+	uint32_t tried[VE_POLICY_MAX_CLIENTS];
 	const struct ve_pool *pool;
 };
 
@@ -167,25 +171,24 @@ static int32_t fixed_pick(void *priv, const struct ve_policy_view *v)
 	struct fixed *f = priv;
 	if (f->round != v->round) {
 		f->round = v->round;
-		memset(f->tried, 0, sizeof(f->tried));
+		memset(f->tried, 0xff, sizeof(f->tried)); /* VE_READY_NIL */
 	}
-	/* Oldest head among clients not yet tried this round: each client's
-	 * partition is independent, so one full partition must not stop the rest. */
+	/* Oldest head among clients whose head was not offered yet this round:
+	 * each client's partition is independent, so one full partition must not
+	 * stop the rest; a head that was bound leaves, so its successor is new. */
 	int32_t best = -1;
 	uint64_t age = UINT64_MAX;
-	for (uint32_t c = 0; c < v->nclients; c++) {
+	for (uint32_t c = 0; c < v->nclients && c < VE_POLICY_MAX_CLIENTS; c++) {
 		uint32_t h = v->clients[c].head;
-		if (h == VE_READY_NIL || (f->tried[c / 64] >> (c % 64) & 1))
+		if (h == VE_READY_NIL || f->tried[c] == h)
 			continue;
 		if (v->ops[h].ready_ns < age) {
 			age = v->ops[h].ready_ns;
 			best = (int32_t)h;
 		}
 	}
-	if (best >= 0) {
-		uint32_t c = v->ops[best].client;
-		f->tried[c / 64] |= 1ull << (c % 64);
-	}
+	if (best >= 0)
+		f->tried[v->ops[best].client] = (uint32_t)best;
 	return best;
 }
 
@@ -200,6 +203,19 @@ static int32_t fixed_select(void *priv, const struct ve_policy_view *v, uint32_t
 	for (uint32_t i = 0; i < n; i++)
 		if (eligible[i] == home)
 			return home;
+	/* A group's largest entry can be smaller than a launch's minimum (a
+	 * cooperative kernel; with three clients the middle group's home is 16
+	 * SMs): deferring would then wait forever. Run that launch on the
+	 * smallest eligible entry containing the home (eligible[] is smallest
+	 * first and holds only entries of at least min_sms SMs). Found by
+	 * test_dispatch (dispatch_random_fixed: stuck). */
+	const struct ve_pool *p = v->pool;
+	if (home != VE_POOL_NONE && p->e[home].sms < v->ops[op].min_sms) {
+		uint64_t hl = p->e[home].leaves;
+		for (uint32_t i = 0; i < n; i++)
+			if ((p->e[eligible[i]].leaves & hl) == hl)
+				return eligible[i];
+	}
 	return -1;
 }
 

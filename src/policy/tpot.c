@@ -41,10 +41,16 @@ struct tpot {
 	bool want_standing;	/* reservation to (re)establish at the next tick */
 	uint16_t wide;		/* prepared wider entry, VE_POOL_NONE */
 	bool wide_used;		/* a latency op completed on it: release at next tick */
+	uint64_t wide_until;	/* given up when unused past this (its deadline) */
 	uint64_t round;
 	uint64_t lat_mask[VE_POLICY_MAX_CLIENTS / 64 + 1];
 	uint64_t last_done[VE_POLICY_MAX_CLIENTS];
-	uint32_t served; /* latency ops handed out this round */
+	/* Round in which each ready slot was offered by pick (0 = never). This
+	 * replaces a count of latency ops handed out, with which pick skipped the
+	 * first N latency ops still queued: once those it had offered were bound
+	 * and gone, it skipped ops never offered, out of deadline order. Found by
+	 * test_policy (tpot_latency_ops_earliest_deadline_first_all_offered). */
+	uint64_t *offered;
 	char tput_args[256];
 };
 
@@ -100,6 +106,8 @@ static int tpot_init(const char *args, const struct ve_policy_view *v, void **pr
 		rc = -EINVAL;
 	if (!rc)
 		rc = ve__tput_create(t->tput_args, v, &t->tp);
+	if (!rc && !(t->offered = calloc(v->nops, sizeof(*t->offered))))
+		rc = -ENOMEM;
 	if (!rc) {
 		t->standing = choose_standing(v->pool, t->reserve_sms);
 		if (t->standing == VE_POOL_NONE || t->standing == v->pool->root)
@@ -108,6 +116,7 @@ static int tpot_init(const char *args, const struct ve_policy_view *v, void **pr
 	if (rc) {
 		if (t->tp)
 			ve__tput_destroy(t->tp);
+		free(t->offered);
 		free(t);
 		return rc;
 	}
@@ -119,6 +128,7 @@ static void tpot_fini(void *priv)
 {
 	struct tpot *t = priv;
 	ve__tput_destroy(t->tp);
+	free(t->offered);
 	free(t);
 }
 
@@ -170,11 +180,21 @@ static uint16_t widen_for(const struct tpot *t, const struct ve_policy_view *v,
 }
 
 static void plan_widen(struct tpot *t, const struct ve_policy_view *v, uint16_t w,
-		       uint32_t client, struct ve_plan *plan)
+		       uint32_t client, uint64_t d, struct ve_plan *plan)
 {
 	const struct ve_pool *p = v->pool;
 	plan->reserve = w;
 	plan->reserve_for = client;
+	/* w contains the standing reservation, which the pool counts as busy
+	 * like any other: while it stays RESERVED the reservation of w pends
+	 * forever and the decode only ever gets the standing SMs. Give it up
+	 * (apply_plan unreserves before it reserves); the tick renews it, and it
+	 * takes effect once w is released. Found by test_policy
+	 * (tpot_at_risk_decode_gets_wider_entry_after_drain). */
+	const struct ve_pool_entry *se = &p->e[t->standing];
+	if (se->state == VE_ENTRY_RESERVED && se->reserve_for == (int32_t)client &&
+	    (se->leaves & p->e[w].leaves))
+		plan->unreserve = t->standing;
 	for (uint32_t e = 0; e < p->nentries && plan->ngates < VE_PLAN_MAX_GATES; e++) {
 		const struct ve_pool_entry *pe = &p->e[e];
 		if (pe->state == VE_ENTRY_LEASED && (pe->leaves & p->e[w].leaves) &&
@@ -183,6 +203,9 @@ static void plan_widen(struct tpot *t, const struct ve_policy_view *v, uint16_t 
 	}
 	t->wide = w;
 	t->wide_used = false;
+	/* Kept at least one TPOT period, so a decode that is late already
+	 * is not given up at the next tick. */
+	t->wide_until = d > v->now_ns + t->tpot_ns ? d : v->now_ns + t->tpot_ns;
 }
 
 static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct ve_hint *h,
@@ -203,7 +226,7 @@ static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct
 			return 0;
 		uint16_t w = widen_for(t, v, &o, start, d);
 		if (w != VE_POOL_NONE)
-			plan_widen(t, v, w, h->client, plan);
+			plan_widen(t, v, w, h->client, d, plan);
 		return 0;
 	}
 	/* Tick. Keep the standing reservation in place: leasing a reserved entry
@@ -225,6 +248,21 @@ static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct
 					    (p->e[e].leaves & se->leaves))
 						plan->gates[plan->ngates++] = (uint16_t)e;
 			t->want_standing = false;
+			return 0;
+		}
+	}
+	/* A preparation serves one deadline. Once that has passed with the entry
+	 * unused (the decode ran elsewhere, or never came), give it back: else a
+	 * reserved wide entry (the whole GPU when nothing meets the deadline)
+	 * keeps best-effort work out until some later decode happens to use it,
+	 * forever if none comes. Found by test_dispatch (dispatch_random_tpot,
+	 * tpot_ms=0.05: stuck). */
+	if (t->wide != VE_POOL_NONE && !t->wide_used && v->now_ns > t->wide_until) {
+		const struct ve_pool_entry *we = &p->e[t->wide];
+		if (we->reserve_for == t->holder &&
+		    (we->state == VE_ENTRY_RESERVED || ve_pool_pending(p, t->wide))) {
+			plan->unreserve = t->wide;
+			t->wide = VE_POOL_NONE;
 			return 0;
 		}
 	}
@@ -251,7 +289,7 @@ static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct
 				break;
 			uint16_t w = widen_for(t, v, o, v->now_ns, d);
 			if (w != VE_POOL_NONE)
-				plan_widen(t, v, w, c, plan);
+				plan_widen(t, v, w, c, d, plan);
 			break;
 		}
 	}
@@ -263,7 +301,6 @@ static int32_t tpot_pick(void *priv, const struct ve_policy_view *v)
 	struct tpot *t = priv;
 	if (t->round != v->round) {
 		t->round = v->round;
-		t->served = 0;
 		ve__tput_plan(t->tp, v, t->lat_mask);
 	}
 	/* Latency ops first: at-risk, then earliest deadline. Each is offered once
@@ -271,16 +308,22 @@ static int32_t tpot_pick(void *priv, const struct ve_policy_view *v)
 	int32_t best = -1;
 	bool best_risk = false;
 	uint64_t best_d = UINT64_MAX;
-	uint32_t seen = 0;
+	uint32_t m = v->pool->e[t->standing].sms;
 	for (uint32_t c = 0; c < v->nclients; c++) {
+		/* predict_finish() of each op, summed along the queue once instead
+		 * of once per op (that was quadratic in the client's queue). */
+		double ahead = 0;
 		for (uint32_t s = v->clients[c].head; s != VE_READY_NIL; s = v->ops[s].next) {
 			const struct ve_ready_op *o = &v->ops[s];
 			if (!is_latency(t, o))
 				continue;
-			if (seen++ < t->served)
+			double mine = v->predict(v, o, m);
+			uint64_t fin = v->now_ns + (uint64_t)(ahead + mine);
+			ahead += mine;
+			if (t->offered[s] == v->round)
 				continue;
 			uint64_t d = deadline_of(t, o);
-			bool risk = predict_finish(t, v, o, v->pool->e[t->standing].sms) > d;
+			bool risk = fin > d;
 			if (best < 0 || (risk && !best_risk) || (risk == best_risk && d < best_d)) {
 				best = (int32_t)s;
 				best_risk = risk;
@@ -289,7 +332,7 @@ static int32_t tpot_pick(void *priv, const struct ve_policy_view *v)
 		}
 	}
 	if (best >= 0) {
-		t->served++;
+		t->offered[best] = v->round;
 		return best;
 	}
 	return ve__tput_next(t->tp, v);

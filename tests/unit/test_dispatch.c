@@ -1,0 +1,1226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Dispatcher + coordinator + policies end to end over the simulated GPU.
+ *
+ * Several vctxs (clients) are attached to one dispatcher (host functions run
+ * inline) over the sim backend; the test drives everything from one thread
+ * with ve_dispatcher_poll() and ve_sim_peek()/advance(), so a run is a pure
+ * function of its seed. Each client runs a random program of kernels
+ * (some cooperative, with a minimum SM count), copies, memsets, host
+ * functions, timed and untimed event records and cross-stream waits over
+ * legacy, blocking, non-blocking and per-thread streams; the reference
+ * model of CUDA's ordering rules (refmodel.h) is built alongside. The sim
+ * runs with jitter and a random submit latency, so completion orders vary.
+ *
+ * Every op is tracked through the dispatcher's on_submit / on_bind /
+ * on_complete observers and the sim's on_event hook (START/END with the
+ * op's SM set and cookie), identified by a code its descriptor carries.
+ * Checked, under chaos, tput, tpot, fixed and whole:
+ *  (a) no op is lost or run twice: each tracked op is submitted, started,
+ *      ended and completed exactly once (host functions run exactly once),
+ *      START and END carry the same cookie, every client's context is idle
+ *      at the end, and the pool is back to idle;
+ *  (b) two kernels that run at the same time on a common SM were bound to
+ *      the same pool entry and the later binding asked for VE_BIND_SHARE;
+ *      every kernel runs on the SM set of the entry it was bound to, which
+ *      its client holds (LEASED/DRAINING) and which is big enough for it;
+ *  (c) happens-before: an op is submitted (and starts, and a host function
+ *      runs) only after every reference predecessor completed; stream and
+ *      event queries agree with the reference in both directions;
+ *  (d) injected submission failures (fail_submit_prob and ve_sim_fail_submit):
+ *      the op is retried and still runs exactly once, and every failure the
+ *      dispatcher saw was an injected one;
+ *  (e) an injected execution fault surfaces as the sticky error of exactly
+ *      the client that owned the op, the others stay clean;
+ *  (f) ve_dispatcher_detach() mid-run: the client's ready ops are dropped,
+ *      nothing of it is submitted later, its running ops still complete,
+ *      after which no entry is leased or reserved for it; the others finish;
+ *  and with bounded pipelining (window 1-3, dispatch_pipelined): an op
+ *      submitted before its predecessors completed is queued behind all of
+ *      them on their lane, and nothing starts before its predecessors ended.
+ * tpot also runs with a 50 us TPOT target, so decodes are at risk and wider
+ * entries get prepared (gates closed while work drains). When nothing runs
+ * and nothing moves, the driver lets 100 us of virtual time pass (an idle
+ * GPU's wall clock still runs; time-based decisions may wait for it), at
+ * most 100 ms in all before the run counts as stuck.
+ *
+ * Seeds are printed; VE_SEED=<seed> replays one seed (for every policy of
+ * the test); VE_DISPATCH_N sets the seeds per policy (default 30, 6 under
+ * sanitizers); VE_DT_LOG=1 prints the coordinator's decision log.
+ */
+#include "../harness.h"
+#include "refmodel.h"
+
+#include "backend/sim.h"
+#include "core/vctx.h"
+#include "dispatch/coord.h"
+#include "dispatch/dispatcher.h"
+#include "pool/pool.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DT_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DT_SANITIZED 1
+#endif
+#endif
+#ifndef DT_SANITIZED
+#define DT_SANITIZED 0
+#endif
+
+#define MAX_CLIENTS 5
+#define MAX_CALLS   240
+#define MAX_EVENTS  6
+#define MAX_RUNNING 2048
+
+_Static_assert(MAX_CALLS < RM_MAX_OPS, "one op per call at most");
+
+static const char *const all_policies[] = {"chaos", "tput", "tpot", "fixed", "whole"};
+#define NPOL ((int)VE_ARRAY_SIZE(all_policies))
+
+enum call_kind { C_WORK, C_RECORD, C_WAIT, C_SQUERY, C_EQUERY };
+enum work_kind { W_KERNEL, W_COOP, W_COPY, W_MEMSET, W_HOST };
+
+struct shape {
+	uint32_t grid, threads, min_sms;
+};
+/* 256 threads: 8 blocks per SM in the sim and in the default profile model. */
+static const struct shape kshapes[] = {
+    {1, 128, 0}, {16, 256, 0}, {132, 256, 0}, {528, 256, 0}, {1056, 128, 0}, {4096, 256, 0},
+};
+/* Cooperative: every block resident, so at least grid / 8 SMs. */
+static const struct shape cshapes[] = {{128, 256, 16}, {256, 256, 32}};
+
+struct call {
+	uint8_t kind, sub, shape;
+	int16_t s, e, op;
+	rm_set req; /* queries: ops that must be complete */
+};
+
+struct opst {
+	uint8_t nsub, nstart, nend, ncomp, nhost, nbind;
+	bool shared;
+	int32_t status;
+	uint32_t entry, lane;
+	uint64_t bind_seq, cookie;
+};
+
+struct client {
+	int id;
+	struct rm_model m;
+	struct call c[MAX_CALLS];
+	int ncalls, pc;
+	uint64_t skey[RM_MAX_STREAMS];
+	int8_t sprio[RM_MAX_STREAMS];
+	rm_set ext, done, ended; /* done: completion seen by the dispatcher; ended: by the sim */
+	uint8_t wk[RM_MAX_OPS], shp[RM_MAX_OPS];
+	struct opst os[RM_MAX_OPS];
+	ve_tok tok[RM_MAX_OPS];
+	ve_stream sh[RM_MAX_STREAMS];
+	ve_event eh[MAX_EVENTS];
+	struct ve_vctx *v;
+	bool detached;
+	uint32_t nbound;
+};
+
+struct running {
+	int client, op;
+	uint32_t entry;
+	uint64_t sms[VE_SIM_SM_WORDS];
+};
+
+struct opts {
+	uint32_t window; /* dispatcher pipelining window (0 = strict late binding) */
+	double fail_submit_prob;
+	uint64_t fail_submit_nth; /* armed after a while, relative */
+	uint64_t fail_exec_nth;	  /* armed after a while, relative */
+	bool detach;
+};
+
+struct run {
+	uint64_t seed;
+	const char *policy;
+	struct opts o;
+	int nclients, victim;
+	uint32_t detach_after;
+	bool detach_due, detach_done, victim_checked, armed;
+	uint64_t accepted_at_arm;
+	uint32_t detach_wait;
+	struct client cl[MAX_CLIENTS];
+	struct ve_backend *b;
+	struct ve_coord *co;
+	struct ve_dispatcher *d;
+	const struct ve_pool *pool;
+	uint64_t bind_seq;
+	struct running rn[MAX_RUNNING];
+	int nrn;
+	/* coverage */
+	uint64_t kernels, shared_overlaps, max_conc, wide_bindings, faults_seen, queries;
+	bool failed;
+	char err[1024];
+};
+
+static struct run g_run;
+
+static struct {
+	uint64_t runs, ops, kernels, shared_overlaps, max_conc, wide, submit_faults, coord_failed,
+	    queries, exec_faults, detaches, dropped, never_run, gate_closes, reservations,
+	    pipelined;
+} g_tot;
+
+static uint32_t rnd(uint64_t *r, uint32_t n)
+{
+	return n ? (uint32_t)(((ve_test_rand(r) >> 32) * (uint64_t)n) >> 32) : 0;
+}
+
+static void fail_run(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Callbacks run inside the sim (with its lock held) and the dispatcher: they
+ * only record the first failure; the driving loop stops and reports it. */
+static void fail_run(struct run *r, const char *fmt, ...)
+{
+	if (r->failed)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	va_end(ap);
+	r->failed = true;
+}
+
+/* ------------------------------------------------------------------ programs */
+
+static uint64_t code_of(int client, int op)
+{
+	return ((uint64_t)(client + 1) << 16) | (uint64_t)(op + 1);
+}
+
+static int pick_stream(struct client *cl, uint64_t *r, int legacy_pct)
+{
+	if ((int)rnd(r, 100) < legacy_pct || cl->m.nstreams == 1)
+		return 0;
+	return 1 + (int)rnd(r, (uint32_t)cl->m.nstreams - 1);
+}
+
+static void gen_client(struct client *cl, int id, uint64_t *r)
+{
+	struct rm_model *m = &cl->m;
+	memset(cl, 0, sizeof(*cl));
+	cl->id = id;
+	rm_init(m);
+	for (int i = (int)rnd(r, 4); i >= 0; i--) {
+		int s = rm_stream_create(m, rnd(r, 3) == 0);
+		cl->sprio[s] = (int8_t) - (int)rnd(r, 3);
+	}
+	if (rnd(r, 2))
+		rm_stream_per_thread(m, 0x100 + (uint64_t)id);
+	for (int s = 1; s < m->nstreams; s++)
+		cl->skey[s] = m->st[s].thread_key;
+	for (int i = 1 + (int)rnd(r, MAX_EVENTS - 1); i > 0; i--)
+		rm_event_create(m, rnd(r, 3) != 0);
+	int target = 30 + (int)rnd(r, MAX_CALLS - 30);
+	int legacy_pct = (int)rnd(r, 30);
+	while (cl->ncalls < target) {
+		struct call *c = &cl->c[cl->ncalls];
+		memset(c, 0, sizeof(*c));
+		c->s = (int16_t)pick_stream(cl, r, legacy_pct);
+		c->e = (int16_t)rnd(r, (uint32_t)m->nevents);
+		c->op = RM_NONE;
+		uint32_t x = rnd(r, 100);
+		if (x < 62) {
+			uint32_t w = rnd(r, 100);
+			c->kind = C_WORK;
+			c->sub = w < 40	  ? W_KERNEL
+				 : w < 48 ? W_COOP
+				 : w < 68 ? W_COPY
+				 : w < 80 ? W_MEMSET
+					  : W_HOST;
+			c->shape = (uint8_t)(c->sub == W_COOP ? rnd(r, VE_ARRAY_SIZE(cshapes))
+							      : rnd(r, VE_ARRAY_SIZE(kshapes)));
+			c->op = (int16_t)rm_work(m, c->s);
+			rm_set_add(&cl->ext, c->op);
+			cl->wk[c->op] = c->sub;
+			cl->shp[c->op] = c->shape;
+		} else if (x < 76) {
+			c->kind = C_RECORD;
+			c->op = (int16_t)rm_event_record(m, c->e, c->s);
+			if (m->op[c->op].external)
+				rm_set_add(&cl->ext, c->op);
+		} else if (x < 90) {
+			c->kind = C_WAIT;
+			c->op = (int16_t)rm_stream_wait_event(m, c->s, c->e);
+		} else if (x < 95) {
+			c->kind = C_SQUERY;
+			rm_required_stream(m, c->s, &c->req);
+		} else {
+			c->kind = C_EQUERY;
+			rm_required_event(m, c->e, &c->req);
+		}
+		cl->ncalls++;
+	}
+}
+
+static void host_fn(void *arg);
+
+static void build_desc(const struct client *cl, int op, struct ve_desc *d)
+{
+	memset(d, 0, sizeof(*d));
+	uint64_t code = code_of(cl->id, op);
+	switch (cl->wk[op]) {
+	case W_KERNEL:
+	case W_COOP: {
+		const struct shape *sp =
+		    cl->wk[op] == W_COOP ? &cshapes[cl->shp[op]] : &kshapes[cl->shp[op]];
+		d->kind = VE_OP_KERNEL;
+		d->u.k.fn = 0x1000 + cl->shp[op] + (cl->wk[op] == W_COOP ? 100 : 0);
+		d->u.k.name_id = code;
+		d->u.k.grid = (struct ve_dim3){sp->grid, 1, 1};
+		d->u.k.block = (struct ve_dim3){sp->threads, 1, 1};
+		if (cl->wk[op] == W_COOP) {
+			d->flags |= VE_DESC_COOPERATIVE;
+			d->u.k.min_sms = sp->min_sms;
+			d->u.k.blocks_per_sm = 8;
+		}
+		break;
+	}
+	case W_COPY:
+		d->kind = VE_OP_MEMCPY;
+		d->u.cp.dst = 0x100000;
+		d->u.cp.src = code;
+		d->u.cp.bytes = 4096ull << (op % 6);
+		d->u.cp.dir = 1;
+		break;
+	case W_MEMSET:
+		d->kind = VE_OP_MEMSET;
+		d->u.ms.dst = 0x200000;
+		d->u.ms.value = code;
+		d->u.ms.width = 1024;
+		d->u.ms.height = 1;
+		d->u.ms.pitch = 1024;
+		d->u.ms.elem_size = 4;
+		break;
+	default:
+		d->kind = VE_OP_HOST_FN;
+		d->u.host.fn = host_fn;
+		d->u.host.arg = (void *)(uintptr_t)code;
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------ tracking */
+
+static struct client *client_of_code(struct run *r, uint64_t code, int *op)
+{
+	int c = (int)(code >> 16) - 1, o = (int)(code & 0xffff) - 1;
+	if (c < 0 || c >= r->nclients || o < 0 || o >= r->cl[c].m.nops ||
+	    !rm_set_has(&r->cl[c].ext, o))
+		return NULL;
+	*op = o;
+	return &r->cl[c];
+}
+
+static struct client *client_of_desc(struct run *r, const struct ve_desc *d, int *op)
+{
+	if (!d)
+		return NULL;
+	switch (d->kind) {
+	case VE_OP_KERNEL:
+		return client_of_code(r, d->u.k.name_id, op);
+	case VE_OP_MEMCPY:
+		return client_of_code(r, d->u.cp.src, op);
+	case VE_OP_MEMSET:
+		return client_of_code(r, d->u.ms.value, op);
+	case VE_OP_HOST_FN:
+		return client_of_code(r, (uint64_t)(uintptr_t)d->u.host.arg, op);
+	case VE_OP_EVENT_RECORD:
+		return client_of_code(r, d->u.ev.app_event, op);
+	default:
+		return NULL;
+	}
+}
+
+static int first_missing_in(const struct client *cl, const rm_set *need, const rm_set *have)
+{
+	for (int w = 0; w < RM_WORDS; w++) {
+		uint64_t miss = need->w[w] & cl->ext.w[w] & ~have->w[w];
+		if (miss)
+			return w * 64 + __builtin_ctzll(miss);
+	}
+	return RM_NONE;
+}
+
+static int first_missing(const struct client *cl, const rm_set *need)
+{
+	return first_missing_in(cl, need, &cl->done);
+}
+
+/* (c): late binding and H. */
+static void check_preds(struct run *r, struct client *cl, int op, const char *what)
+{
+	int miss = first_missing(cl, &cl->m.anc[op]);
+	if (miss != RM_NONE)
+		fail_run(r, "client %d op%d %s before its predecessor op%d completed", cl->id, op,
+			 what, miss);
+}
+
+/* (c) with pipelining: submitted early only behind its unfinished
+ * predecessors, all on its own lane (whose FIFO order keeps the edges). */
+static void check_preds_pipelined(struct run *r, struct client *cl, int op, uint32_t lane)
+{
+	for (int a = 0; a < cl->m.nops; a++) {
+		if (!rm_set_has(&cl->m.anc[op], a) || !rm_set_has(&cl->ext, a) ||
+		    rm_set_has(&cl->done, a))
+			continue;
+		if (cl->os[a].nsub != 1 || cl->os[a].lane != lane) {
+			fail_run(r,
+				 "client %d op%d submitted on lane %#x before its predecessor op%d "
+				 "completed, which is not queued ahead of it on that lane",
+				 cl->id, op, lane, a);
+			return;
+		}
+	}
+}
+
+/* (c) on the device: nothing starts before every predecessor ended. */
+static void check_preds_ended(struct run *r, struct client *cl, int op)
+{
+	int miss = first_missing_in(cl, &cl->m.anc[op], &cl->ended);
+	if (miss != RM_NONE)
+		fail_run(r, "client %d op%d started before its predecessor op%d ended", cl->id, op,
+			 miss);
+}
+
+static bool is_sharer(const struct ve_pool *p, uint32_t e, int32_t client)
+{
+	for (unsigned i = 0; i < p->nsharers[e]; i++)
+		if (p->sharers[e][i] == client)
+			return true;
+	return false;
+}
+
+static void host_fn(void *arg)
+{
+	struct run *r = &g_run;
+	int op;
+	struct client *cl = client_of_code(r, (uint64_t)(uintptr_t)arg, &op);
+	if (!cl) {
+		fail_run(r, "host function with an unknown argument %p", arg);
+		return;
+	}
+	struct opst *o = &cl->os[op];
+	if (++o->nhost > 1)
+		fail_run(r, "client %d op%d: host function ran twice", cl->id, op);
+	if (cl->detached)
+		fail_run(r, "client %d op%d: host function ran after detach", cl->id, op);
+	check_preds(r, cl, op, "ran (host function)");
+	rm_set_add(&cl->done, op);
+	rm_set_add(&cl->ended, op);
+}
+
+static void on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
+		      const struct ve_desc *d)
+{
+	struct run *r = arg;
+	int op;
+	struct client *cl = client_of_desc(r, d, &op);
+	if (!cl) {
+		fail_run(r, "submission of an untracked op (kind %s)", ve_op_kind_name(d->kind));
+		return;
+	}
+	struct opst *o = &cl->os[op];
+	if ((uint32_t)cl->id != client || tok != cl->tok[op])
+		fail_run(r, "client %d op%d submitted as client %u token %#llx", cl->id, op, client,
+			 (unsigned long long)tok);
+	if (++o->nsub > 1)
+		fail_run(r, "client %d op%d submitted twice", cl->id, op);
+	if (cl->detached)
+		fail_run(r, "client %d op%d submitted after its client was detached", cl->id, op);
+	/* Kernels only on pool entries' lanes; the rest on copy lanes, unless
+	 * pipelined behind a kernel on its entry's lane. */
+	bool compute = d->kind == VE_OP_KERNEL,
+	     on_entry = VE_LANE_ENTRY(lane) != VE_LANE_COPY_ENTRY;
+	if (compute ? !on_entry : on_entry && !r->o.window)
+		fail_run(r, "client %d op%d (%s) on lane %#x", cl->id, op, ve_op_kind_name(d->kind),
+			 lane);
+	o->lane = lane;
+	/* A kernel submitted without a binding (on_bind follows at once for
+	 * bound ones) was pipelined: behind its predecessor, on that entry. */
+	o->entry = VE_LANE_ENTRY(lane);
+	o->bind_seq = ++r->bind_seq;
+	if (r->o.window)
+		check_preds_pipelined(r, cl, op, lane);
+	else
+		check_preds(r, cl, op, "submitted");
+}
+
+static void on_bind(void *arg, const struct ve_binding *b, uint32_t lane)
+{
+	struct run *r = arg;
+	if (b->op.client >= (uint32_t)r->nclients) {
+		fail_run(r, "binding for unknown client %u", b->op.client);
+		return;
+	}
+	struct client *cl0 = &r->cl[b->op.client];
+	int op;
+	struct client *cl = client_of_desc(r, ve_vctx_desc(cl0->v, b->op.tok), &op);
+	if (!cl || cl != cl0) {
+		fail_run(r, "binding of client %u token %#llx names no tracked op", b->op.client,
+			 (unsigned long long)b->op.tok);
+		return;
+	}
+	struct opst *o = &cl->os[op];
+	if (++o->nbind > 1 || o->nsub != 1)
+		fail_run(r, "client %d op%d: binding %u after %u submissions", cl->id, op, o->nbind,
+			 o->nsub);
+	if (b->entry >= r->pool->nentries || VE_LANE_ENTRY(lane) != b->entry) {
+		fail_run(r, "client %d op%d bound to entry %u but submitted on lane %#x", cl->id,
+			 op, b->entry, lane);
+		return;
+	}
+	const struct ve_pool_entry *pe = &r->pool->e[b->entry];
+	uint32_t need = cl->wk[op] == W_COOP ? cshapes[cl->shp[op]].min_sms : 1;
+	if (pe->sms < need)
+		fail_run(r, "client %d op%d needs %u SMs, bound to entry %u of %u", cl->id, op,
+			 need, b->entry, pe->sms);
+	if (pe->state != VE_ENTRY_LEASED || !is_sharer(r->pool, b->entry, cl->id))
+		fail_run(r, "client %d op%d bound to entry %u (%s) it does not hold", cl->id, op,
+			 b->entry, ve_entry_state_name(pe->state));
+	o->shared = b->flags & VE_BIND_SHARE;
+	o->entry = b->entry;
+	o->bind_seq = ++r->bind_seq;
+	cl->nbound++;
+	r->wide_bindings += pe->sms > 8 && !(b->flags & VE_BIND_SHARE);
+	if (r->o.detach && cl->id == r->victim && cl->nbound == r->detach_after)
+		r->detach_due = true;
+}
+
+static void on_complete(void *arg, uint32_t client, ve_tok tok, uint32_t lane, int status)
+{
+	struct run *r = arg;
+	if (client >= (uint32_t)r->nclients) {
+		fail_run(r, "completion for unknown client %u", client);
+		return;
+	}
+	struct client *cl = &r->cl[client];
+	/* A token is live until its completion, so exactly one submitted and not
+	 * yet completed op of this client carries it. */
+	int op = RM_NONE;
+	for (int i = 0; i < cl->m.nops; i++)
+		if (cl->os[i].nsub == 1 && cl->os[i].ncomp == 0 && cl->tok[i] == tok) {
+			if (op != RM_NONE)
+				fail_run(r, "client %u: two live ops with token %#llx", client,
+					 (unsigned long long)tok);
+			op = i;
+		}
+	if (op == RM_NONE) {
+		fail_run(r, "client %u: completion of token %#llx that is not in flight", client,
+			 (unsigned long long)tok);
+		return;
+	}
+	struct opst *o = &cl->os[op];
+	o->ncomp++;
+	if (o->nend != 1)
+		fail_run(r, "client %u op%d completed with %u sim ends", client, op, o->nend);
+	if (status != o->status)
+		fail_run(r, "client %u op%d completed with status %d, the sim said %d", client, op,
+			 status, o->status);
+	rm_set_add(&cl->done, op);
+}
+
+static void on_event(void *arg, const struct ve_sim_event *ev)
+{
+	struct run *r = arg;
+	int op;
+	struct client *cl = client_of_desc(r, ev->desc, &op);
+	if (!cl) {
+		fail_run(r, "sim event for an untracked op");
+		return;
+	}
+	struct opst *o = &cl->os[op];
+	bool kernel = ev->desc->kind == VE_OP_KERNEL;
+	if (ev->kind == VE_SIM_EV_START) {
+		if (++o->nstart > 1)
+			fail_run(r, "client %d op%d started twice", cl->id, op);
+		if (o->nsub != 1)
+			fail_run(r, "client %d op%d started after %u submissions", cl->id, op,
+				 o->nsub);
+		o->cookie = ev->cookie;
+		if (r->o.window)
+			check_preds_ended(r, cl, op);
+		else
+			check_preds(r, cl, op, "started");
+		if (!kernel)
+			return;
+		r->kernels++;
+		const struct ve_pool_entry *pe = &r->pool->e[o->entry];
+		if (ev->entry != o->entry || ev->leaves != pe->leaves || ev->nsms != pe->sms)
+			fail_run(r,
+				 "client %d op%d runs on entry %u (%u SMs), bound to %u (%u SMs)",
+				 cl->id, op, ev->entry, ev->nsms, o->entry, pe->sms);
+		/* A detached client left its shared leases at once (its queued
+		 * work still runs there under the other sharers' lease). */
+		if (pe->state != VE_ENTRY_LEASED && pe->state != VE_ENTRY_DRAINING)
+			fail_run(r, "client %d op%d started on entry %u (%s)", cl->id, op, o->entry,
+				 ve_entry_state_name(pe->state));
+		else if (!cl->detached && !is_sharer(r->pool, o->entry, cl->id))
+			fail_run(r,
+				 "client %d op%d started on entry %u (%s) its client does not hold",
+				 cl->id, op, o->entry, ve_entry_state_name(pe->state));
+		/* (b): a common SM with a running kernel only on one shared lease. */
+		for (int i = 0; i < r->nrn; i++) {
+			struct running *q = &r->rn[i];
+			bool overlap = false;
+			for (int w = 0; w < VE_SIM_SM_WORDS; w++)
+				overlap |= (q->sms[w] & ev->sms[w]) != 0;
+			if (!overlap)
+				continue;
+			const struct opst *qo = &r->cl[q->client].os[q->op];
+			const struct opst *later = qo->bind_seq > o->bind_seq ? qo : o;
+			/* A pipelined kernel (no binding) joins its own client's
+			 * lease only: the coordinator allows it while the client is
+			 * alone on the GPU. */
+			bool piped_ok = later->nbind == 0 && q->client == cl->id;
+			if (q->entry != o->entry || !(later->shared || piped_ok))
+				fail_run(
+				    r,
+				    "client %d op%d (entry %u, %s) and client %d op%d (entry %u, "
+				    "%s) run on a common SM and the later binding did not ask to "
+				    "share",
+				    cl->id, op, o->entry, o->shared ? "shared" : "exclusive",
+				    q->client, q->op, q->entry,
+				    qo->shared ? "shared" : "exclusive");
+			r->shared_overlaps++;
+		}
+		if (r->nrn == MAX_RUNNING) {
+			fail_run(r, "too many running kernels");
+			return;
+		}
+		struct running *n = &r->rn[r->nrn++];
+		n->client = cl->id;
+		n->op = op;
+		n->entry = o->entry;
+		memcpy(n->sms, ev->sms, sizeof(n->sms));
+		if ((uint64_t)r->nrn > r->max_conc)
+			r->max_conc = (uint64_t)r->nrn;
+	} else {
+		if (++o->nend > 1 || o->nstart != 1)
+			fail_run(r, "client %d op%d: end %u after %u starts", cl->id, op, o->nend,
+				 o->nstart);
+		if (ev->cookie != o->cookie)
+			fail_run(r, "client %d op%d started with cookie %llu and ended with %llu",
+				 cl->id, op, (unsigned long long)o->cookie,
+				 (unsigned long long)ev->cookie);
+		o->status = ev->status;
+		r->faults_seen += ev->status != 0;
+		rm_set_add(&cl->ended, op);
+		if (!kernel)
+			return;
+		for (int i = 0; i < r->nrn; i++)
+			if (r->rn[i].client == cl->id && r->rn[i].op == op) {
+				r->rn[i] = r->rn[--r->nrn];
+				return;
+			}
+		fail_run(r, "client %d op%d ended but was not running", cl->id, op);
+	}
+}
+
+/* ------------------------------------------------------------------ calls */
+
+static void check_query(struct run *r, struct client *cl, const struct call *c, int rc)
+{
+	int miss = first_missing(cl, &c->req);
+	r->queries++;
+	bool faulted = ve_vctx_error(cl->v) != 0;
+	if (rc == -EIO && faulted)
+		rc = 0; /* a sticky error reports -EIO where it would report success */
+	if (rc == 0 && miss != RM_NONE)
+		fail_run(r, "client %d: query reported done but required op%d is incomplete",
+			 cl->id, miss);
+	else if (rc == -EBUSY && miss == RM_NONE)
+		fail_run(r, "client %d: query reported busy although every required op completed",
+			 cl->id);
+	else if (rc != 0 && rc != -EBUSY)
+		fail_run(r, "client %d: query returned %d", cl->id, rc);
+}
+
+static void issue(struct run *r, struct client *cl)
+{
+	const struct call *c = &cl->c[cl->pc++];
+	int rc = 0;
+	switch (c->kind) {
+	case C_WORK: {
+		struct ve_desc d;
+		build_desc(cl, c->op, &d);
+		rc = ve_vctx_submit(cl->v, cl->sh[c->s], &d, VE_SUBMIT_NONBLOCK, &cl->tok[c->op]);
+		break;
+	}
+	case C_RECORD:
+		rc =
+		    ve_vctx_event_record(cl->v, cl->eh[c->e], cl->sh[c->s], code_of(cl->id, c->op));
+		if (rc == 0 && rm_set_has(&cl->ext, c->op))
+			rc = ve_vctx_event_generation(cl->v, cl->eh[c->e], NULL, &cl->tok[c->op]);
+		break;
+	case C_WAIT:
+		rc = ve_vctx_stream_wait_event(cl->v, cl->sh[c->s], cl->eh[c->e]);
+		break;
+	case C_SQUERY:
+		check_query(r, cl, c, ve_vctx_stream_query(cl->v, cl->sh[c->s]));
+		break;
+	default:
+		check_query(r, cl, c, ve_vctx_event_query(cl->v, cl->eh[c->e]));
+		break;
+	}
+	if (rc)
+		fail_run(r, "client %d call #%d (kind %d) returned %d", cl->id, cl->pc - 1, c->kind,
+			 rc);
+}
+
+/* ------------------------------------------------------------------ a run */
+
+static void print_listing(const struct run *r)
+{
+	for (int c = 0; c < r->nclients; c++) {
+		const struct client *cl = &r->cl[c];
+		fprintf(stderr, "client %d: %d calls (%d issued), %d ops%s\n", c, cl->ncalls,
+			cl->pc, cl->m.nops, cl->detached ? ", detached" : "");
+		for (int i = 0; i < cl->m.nops; i++) {
+			if (!rm_set_has(&cl->ext, i))
+				continue;
+			const struct opst *o = &cl->os[i];
+			fprintf(stderr, "  ");
+			rm_print_op(&cl->m, i, stderr);
+			fprintf(stderr,
+				" wk=%d sub=%u bind=%u start=%u end=%u comp=%u host=%u entry=%u%s "
+				"st=%d\n",
+				cl->wk[i], o->nsub, o->nbind, o->nstart, o->nend, o->ncomp,
+				o->nhost, o->entry, o->shared ? " shared" : "", o->status);
+		}
+	}
+	ve_pool_dump(r->pool, stderr);
+	struct ve_sim_stats ss;
+	struct ve_dispatcher_stats ds;
+	struct ve_coord_stats cs;
+	ve_sim_stats(r->b, &ss);
+	ve_dispatcher_stats(r->d, &ds);
+	ve_coord_stats(r->co, &cs);
+	const struct ve_policy_view *v = ve_coord_view(r->co);
+	fprintf(stderr,
+		"coordinator: %u ready, %llu rounds, %llu picks, %llu bindings, %llu rejects, "
+		"%llu defers, %llu failed submits, %llu completions; dispatcher: %llu submitted, "
+		"%llu submit failures, %u in flight; sim: %llu submit calls, %llu injected "
+		"failures, now %llu ns\n",
+		v->nready, (unsigned long long)cs.rounds, (unsigned long long)cs.picks,
+		(unsigned long long)cs.bindings, (unsigned long long)cs.rejects,
+		(unsigned long long)cs.defers, (unsigned long long)cs.failed_submits,
+		(unsigned long long)cs.completions, (unsigned long long)ds.submitted,
+		(unsigned long long)ds.submit_failures, ds.inflight,
+		(unsigned long long)ss.submit_calls, (unsigned long long)ss.submit_faults,
+		(unsigned long long)ss.now_ns);
+	for (uint32_t s = 0; s < v->nops; s++)
+		if (v->ops[s].in_use)
+			fprintf(stderr,
+				"  ready slot %u: client %u key %016llx blocks %llu min_sms %u\n",
+				s, v->ops[s].client, (unsigned long long)v->ops[s].key,
+				(unsigned long long)v->ops[s].blocks, v->ops[s].min_sms);
+}
+
+/* No entry leased to or reserved for the victim; a DRAINING entry it still
+ * shares is allowed only while other clients' work runs there. */
+static void check_victim_released(struct run *r, bool at_end)
+{
+	const struct ve_pool *p = r->pool;
+	int32_t v = r->victim;
+	for (uint32_t e = 0; e < p->nentries; e++) {
+		const struct ve_pool_entry *pe = &p->e[e];
+		if (pe->reserve_for == v)
+			fail_run(r, "entry %u still reserved for detached client %d", e, v);
+		if (!is_sharer(p, e, v) && pe->holder != v)
+			continue;
+		if (pe->state == VE_ENTRY_LEASED || at_end || pe->outstanding == 0)
+			fail_run(r,
+				 "entry %u (%s, %u outstanding) still held by detached client %d",
+				 e, ve_entry_state_name(pe->state), pe->outstanding, v);
+	}
+}
+
+static uint32_t victim_inflight(const struct run *r)
+{
+	const struct client *cl = &r->cl[r->victim];
+	uint32_t n = 0;
+	for (int i = 0; i < cl->m.nops; i++)
+		n += cl->os[i].nsub - cl->os[i].ncomp;
+	return n;
+}
+
+static void do_detach(struct run *r)
+{
+	struct client *cl = &r->cl[r->victim];
+	g_tot.dropped += ve_coord_view(r->co)->clients[r->victim].nready;
+	int rc = ve_dispatcher_detach(r->d, (uint32_t)r->victim);
+	if (rc) {
+		fail_run(r, "detach: %d", rc);
+		return;
+	}
+	cl->detached = true;
+	r->detach_done = true;
+	const struct ve_policy_view *v = ve_coord_view(r->co);
+	if (v->clients[r->victim].active || v->clients[r->victim].nready)
+		fail_run(r, "detached client %d still active (%u ready ops in the coordinator)",
+			 r->victim, v->clients[r->victim].nready);
+	if (ve_dispatcher_detach(r->d, (uint32_t)r->victim) != -ENOENT)
+		fail_run(r, "second detach of client %d accepted", r->victim);
+	g_tot.detaches++;
+}
+
+static void drive(struct run *r, uint64_t *rng)
+{
+	int stall = 0;
+	for (long it = 0; it < 5000000 && !r->failed; it++) {
+		bool issued = false, all_issued = true;
+		for (int c = 0; c < r->nclients; c++) {
+			struct client *cl = &r->cl[c];
+			if (cl->detached)
+				continue;
+			for (int k = (int)rnd(rng, 5); k > 0 && cl->pc < cl->ncalls; k--) {
+				issue(r, cl);
+				issued = true;
+			}
+			all_issued &= cl->pc == cl->ncalls;
+		}
+		if (!r->armed && r->bind_seq >= 10) {
+			/* Faults relative to now, once work is flowing. */
+			r->armed = true;
+			struct ve_sim_stats ss;
+			ve_sim_stats(r->b, &ss);
+			for (int k = 0; k < VE_OP_KIND_MAX; k++)
+				r->accepted_at_arm += ss.submitted[k];
+			if (r->o.fail_submit_nth)
+				ve_sim_fail_submit(r->b, r->o.fail_submit_nth, 0);
+			if (r->o.fail_exec_nth)
+				ve_sim_fail_exec(r->b, r->o.fail_exec_nth, 0);
+		}
+		if (r->o.detach && r->cl[r->victim].pc == r->cl[r->victim].ncalls)
+			r->detach_due = true; /* a victim with few kernels: at its end */
+		/* Detach while the victim has ready ops in the coordinator, if that
+		 * happens soon, so they are dropped. */
+		if (r->detach_due && !r->detach_done &&
+		    (ve_coord_view(r->co)->clients[r->victim].nready || ++r->detach_wait > 64))
+			do_detach(r);
+		int moved = 0;
+		for (int k = 0; k < 16; k++) {
+			int n = ve_dispatcher_poll(r->d);
+			if (n <= 0)
+				break;
+			moved += n;
+		}
+		if (r->detach_done && !r->victim_checked && victim_inflight(r) == 0) {
+			r->victim_checked = true;
+			check_victim_released(r, false);
+		}
+		uint64_t now = ve_sim_now(r->b), t;
+		if (r->detach_due && !r->detach_done && rnd(rng, 2))
+			continue; /* let the victim's ready ops pile up */
+		if (ve_sim_peek(r->b, &t) == 0) {
+			if (t > now && rnd(rng, 4) == 0)
+				ve_sim_advance_to(
+				    r->b, now + 1 + rnd(rng, (uint32_t)VE_MIN(t - now, 1u << 30)));
+			else
+				ve_sim_advance(r->b, NULL);
+			stall = 0;
+			continue;
+		}
+		if (issued || moved) {
+			stall = 0;
+			continue;
+		}
+		if (all_issued && ve_dispatcher_quiescent(r->d))
+			return;
+		/* Nothing runs and nothing moved, yet work is left: wall time still
+		 * passes on an idle GPU (time-based policy decisions may be waiting
+		 * for it), up to 100 ms of it. */
+		if (++stall > 1000) {
+			fail_run(r, "stuck: nothing runs, nothing moves, and work is left");
+			return;
+		}
+		ve_sim_advance_to(r->b, now + 100000);
+	}
+	if (!r->failed)
+		fail_run(r, "did not finish");
+}
+
+static void final_checks(struct run *r)
+{
+	struct ve_sim_stats ss;
+	struct ve_dispatcher_stats ds;
+	struct ve_coord_stats cs;
+	ve_sim_stats(r->b, &ss);
+	ve_dispatcher_stats(r->d, &ds);
+	ve_coord_stats(r->co, &cs);
+	int faulted = -1;
+	for (int c = 0; c < r->nclients && !r->failed; c++) {
+		struct client *cl = &r->cl[c];
+		for (int i = 0; i < cl->m.nops && !r->failed; i++) {
+			if (!rm_set_has(&cl->ext, i))
+				continue;
+			const struct opst *o = &cl->os[i];
+			bool host = cl->wk[i] == W_HOST && r->cl[c].m.op[i].kind == RM_OP_WORK;
+			if (o->status) {
+				if (faulted >= 0 && faulted != c)
+					fail_run(r, "faults in two clients");
+				faulted = c;
+			}
+			if (cl->detached) {
+				/* Whatever was submitted ran to its end exactly once. */
+				g_tot.never_run += !o->nsub && !o->nhost;
+				if (o->nsub > 1 || o->nstart != o->nsub || o->nend != o->nsub ||
+				    o->ncomp != o->nsub || o->nhost > 1)
+					fail_run(r,
+						 "detached client %d op%d: sub %u start %u end %u "
+						 "comp %u host %u",
+						 c, i, o->nsub, o->nstart, o->nend, o->ncomp,
+						 o->nhost);
+				continue;
+			}
+			if (host
+				? (o->nhost != 1 || o->nsub)
+				: (o->nsub != 1 || o->nstart != 1 || o->nend != 1 || o->ncomp != 1))
+				fail_run(
+				    r,
+				    "client %d op%d lost or duplicated: sub %u start %u end %u "
+				    "comp %u host %u",
+				    c, i, o->nsub, o->nstart, o->nend, o->ncomp, o->nhost);
+		}
+		if (r->failed || cl->detached)
+			continue;
+		struct ve_vctx_stats vs;
+		ve_vctx_stats(cl->v, &vs);
+		int q = ve_vctx_ctx_query(cl->v);
+		int want = faulted == c ? -EIO : 0;
+		if (vs.live_ops || vs.ready_ops || q != want)
+			fail_run(r,
+				 "client %d not idle at the end: %u live, %u ready, ctx_query %d",
+				 c, vs.live_ops, vs.ready_ops, q);
+	}
+	if (r->failed)
+		return;
+	/* (e): the fault is the sticky error of its client and only of it. */
+	for (int c = 0; c < r->nclients; c++) {
+		int e = ve_vctx_error(r->cl[c].v);
+		if (e != (c == faulted ? -EFAULT : 0))
+			fail_run(r, "client %d sticky error %d (faulted client: %d)", c, e,
+				 faulted);
+	}
+	uint64_t accepted = 0;
+	for (int k = 0; k < VE_OP_KIND_MAX; k++)
+		accepted += ss.submitted[k];
+	/* The fault hits the nth op accepted after arming, if there was one. */
+	bool fault_due =
+	    r->o.fail_exec_nth && r->armed && accepted - r->accepted_at_arm >= r->o.fail_exec_nth;
+	if (r->faults_seen != (fault_due ? 1u : 0u) || (fault_due && faulted < 0))
+		fail_run(r, "expected %d execution fault(s), saw %llu", fault_due ? 1 : 0,
+			 (unsigned long long)r->faults_seen);
+	/* (d): every failure the dispatcher saw was injected. */
+	if (ds.submit_failures != ss.submit_faults)
+		fail_run(r, "dispatcher saw %llu submit failures, the sim injected %llu",
+			 (unsigned long long)ds.submit_failures,
+			 (unsigned long long)ss.submit_faults);
+	if (!r->o.window && (cs.pipelined || ds.pipelined))
+		fail_run(r, "pipelined with window 0");
+	g_tot.pipelined += ds.pipelined;
+	if (cs.bindings + cs.pipelined != cs.failed_submits + cs.completions)
+		fail_run(r,
+			 "coordinator: %llu bindings + %llu pipelined, %llu failed submissions, "
+			 "%llu completions",
+			 (unsigned long long)cs.bindings, (unsigned long long)cs.pipelined,
+			 (unsigned long long)cs.failed_submits, (unsigned long long)cs.completions);
+	if (r->nrn)
+		fail_run(r, "%d kernels still running", r->nrn);
+	/* The pool is idle again, except reservations (active or pending) of
+	 * an attached latency client (tpot: the standing one, and a wider one
+	 * prepared for a deadline that has not passed yet). */
+	bool lat = strncmp(r->policy, "tpot", 4) == 0 && !r->cl[0].detached;
+	for (uint32_t e = 0; e < r->pool->nentries; e++) {
+		const struct ve_pool_entry *pe = &r->pool->e[e];
+		bool ok = pe->outstanding == 0 &&
+			  ((pe->state == VE_ENTRY_IDLE && pe->reserve_for == VE_HOLDER_NONE) ||
+			   (lat && pe->reserve_for == 0 &&
+			    (pe->state == VE_ENTRY_RESERVED || pe->state == VE_ENTRY_IDLE)));
+		if (!ok)
+			fail_run(r, "entry %u left %s (holder %d, reserved for %d, %u outstanding)",
+				 e, ve_entry_state_name(pe->state), pe->holder, pe->reserve_for,
+				 pe->outstanding);
+	}
+	if (r->o.detach) {
+		if (!r->detach_done)
+			fail_run(r, "the detach never happened");
+		else
+			check_victim_released(r, true);
+	}
+	g_tot.submit_faults += ss.submit_faults;
+	g_tot.coord_failed += cs.failed_submits;
+	g_tot.gate_closes += cs.gate_closes;
+	g_tot.reservations += cs.reservations;
+	g_tot.exec_faults += r->faults_seen;
+}
+
+/* Runs one seed under one policy; returns false (after printing why and how to
+ * replay) if a property failed. */
+static bool run_one(const char *test, const char *policy, uint64_t seed, const struct opts *o)
+{
+	struct run *r = &g_run;
+	memset(r, 0, sizeof(*r));
+	r->seed = seed;
+	r->policy = policy;
+	r->o = *o;
+	uint64_t rng = seed;
+	/* With pipelining, single clients too: it only happens while a client
+	 * is alone on the GPU. */
+	r->nclients =
+	    o->window ? 1 + (int)rnd(&rng, MAX_CLIENTS) : 2 + (int)rnd(&rng, MAX_CLIENTS - 1);
+	for (int c = 0; c < r->nclients; c++)
+		gen_client(&r->cl[c], c, &rng);
+
+	struct ve_sim_config sc;
+	ve_sim_config_default(&sc);
+	sc.seed = seed;
+	sc.capacity = 4096; /* small tables: sanitizer builds allocate per run */
+	sc.jitter = 0.05 + 0.4 * (double)rnd(&rng, 1000) / 1000.0;
+	sc.submit_latency_ns = rnd(&rng, 4) ? rnd(&rng, 4000) : 0;
+	sc.fail_submit_prob = o->fail_submit_prob;
+	sc.on_event = on_event;
+	sc.on_event_arg = r;
+	int rc = ve_sim_create(&sc, &r->b);
+	VE_CHECK_EQ(rc, 0);
+	struct ve_gpu_info gi;
+	r->b->ops->info(r->b, &gi);
+	char err[256];
+	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
+				     .nleaves = gi.nleaves,
+				     .max_clients = 8,
+				     .policy = policy,
+				     .seed = seed,
+				     .log_decisions = getenv("VE_DT_LOG") != NULL};
+	rc = ve_coord_create(&cc, &r->co, err, sizeof(err));
+	VE_CHECK_MSG(rc == 0, "coordinator (%s): %s", policy, err);
+	r->pool = ve_coord_pool(r->co);
+	struct ve_dispatcher_config dc = {.backend = r->b,
+					  .coord = r->co,
+					  .lanes_per_entry = 1 + rnd(&rng, 4),
+					  .copy_lanes = 1 + rnd(&rng, 4),
+					  .max_inflight = 4096,
+					  .window = o->window,
+					  .host_inline = true,
+					  .on_submit = on_submit,
+					  .on_complete = on_complete,
+					  .on_bind = on_bind,
+					  .observer_arg = r};
+	rc = ve_dispatcher_create(&dc, &r->d);
+	VE_CHECK_EQ(rc, 0);
+	bool tpot = strncmp(policy, "tpot", 4) == 0;
+	for (int c = 0; c < r->nclients; c++) {
+		struct client *cl = &r->cl[c];
+		struct ve_vctx_config vc = {.client_id = (uint32_t)c, .max_ops = 2048};
+		VE_CHECK_EQ(ve_vctx_create(&vc, &cl->v), 0);
+		for (int s = 1; s < cl->m.nstreams; s++) {
+			int k = cl->m.st[s].kind;
+			if (k == RM_PER_THREAD)
+				rc = ve_vctx_stream_per_thread(cl->v, cl->skey[s], &cl->sh[s]);
+			else
+				rc = ve_vctx_stream_create(cl->v,
+							   k == RM_NONBLOCKING
+							       ? VE_STREAM_NON_BLOCKING
+							       : VE_STREAM_DEFAULT,
+							   cl->sprio[s], &cl->sh[s]);
+			VE_CHECK_EQ(rc, 0);
+		}
+		for (int e = 0; e < cl->m.nevents; e++)
+			VE_CHECK_EQ(ve_vctx_event_create(cl->v,
+							 cl->m.ev[e].timing
+							     ? VE_EVENT_DEFAULT
+							     : VE_EVENT_DISABLE_TIMING,
+							 &cl->eh[e]),
+				    0);
+		/* Under tpot client 0 is a latency-class client (decode). */
+		VE_CHECK_EQ(ve_dispatcher_attach(r->d, cl->v, (uint32_t)c,
+						 tpot && c == 0 ? VE_READY_LATENCY : 0),
+			    0);
+		ve_vctx_set_notify(cl->v, ve_dispatcher_notify, r->d);
+	}
+	if (o->detach) {
+		r->victim = tpot ? 0 : (int)rnd(&rng, (uint32_t)r->nclients);
+		r->detach_after = 1 + rnd(&rng, 12);
+	}
+
+	drive(r, &rng);
+	if (!r->failed)
+		final_checks(r);
+	bool ok = !r->failed;
+	if (!ok) {
+		fprintf(stderr, "\n==== %s: policy %s seed %#llx: %s\n", test, policy,
+			(unsigned long long)seed, r->err);
+		print_listing(r);
+		fprintf(stderr, "replay: VE_SEED=%#llx ./test_dispatch %s\n",
+			(unsigned long long)seed, test);
+	}
+	g_tot.runs++;
+	for (int c = 0; c < r->nclients; c++)
+		g_tot.ops += (uint64_t)r->cl[c].m.nops;
+	g_tot.kernels += r->kernels;
+	g_tot.queries += r->queries;
+	g_tot.shared_overlaps += r->shared_overlaps;
+	g_tot.wide += r->wide_bindings;
+	if (r->max_conc > g_tot.max_conc)
+		g_tot.max_conc = r->max_conc;
+	ve_dispatcher_destroy(r->d);
+	for (int c = 0; c < r->nclients; c++)
+		ve_vctx_destroy(r->cl[c].v);
+	ve_coord_destroy(r->co);
+	r->b->ops->destroy(r->b);
+	return ok;
+}
+
+/* Runs every policy in 'pols' over the seeds of this test. */
+static void run_all(const char *test, uint64_t base, const char *const *pols, int npol,
+		    struct opts o, void (*tweak)(struct opts *, uint64_t))
+{
+	long n = ve_test_env_long("VE_DISPATCH_N", DT_SANITIZED ? 6 : 30);
+	bool replay = getenv("VE_SEED") != NULL;
+	if (replay)
+		n = 1;
+	memset(&g_tot, 0, sizeof(g_tot));
+	int failures = 0;
+	for (int p = 0; p < npol; p++) {
+		uint64_t seeds[64];
+		long ns = n < 64 ? n : 64;
+		for (long i = 0; i < ns; i++)
+			seeds[i] = replay ? ve_test_seed(0) : ve__mix64(base + (uint64_t)i);
+		printf("# %s %s: seeds", test, pols[p]);
+		for (long i = 0; i < ns; i++)
+			printf(" %#llx", (unsigned long long)seeds[i]);
+		printf("\n");
+		for (long i = 0; i < ns; i++) {
+			struct opts oo = o;
+			if (tweak)
+				tweak(&oo, seeds[i]);
+			if (!run_one(test, pols[p], seeds[i], &oo))
+				failures++;
+		}
+	}
+	printf("# %s: %llu runs, %llu ops, %llu kernels, %llu SM-sharing overlaps (all allowed)"
+	       ", %llu exclusive bindings wider than a leaf, up to %llu kernels at once, "
+	       "%llu injected submit failures (%llu of bindings), %llu execution faults, %llu "
+	       "detaches (%llu ready ops dropped, %llu ops never ran), %llu queries, %llu "
+	       "reservations, %llu gates closed by plans, %llu pipelined\n",
+	       test, (unsigned long long)g_tot.runs, (unsigned long long)g_tot.ops,
+	       (unsigned long long)g_tot.kernels, (unsigned long long)g_tot.shared_overlaps,
+	       (unsigned long long)g_tot.wide, (unsigned long long)g_tot.max_conc,
+	       (unsigned long long)g_tot.submit_faults, (unsigned long long)g_tot.coord_failed,
+	       (unsigned long long)g_tot.exec_faults, (unsigned long long)g_tot.detaches,
+	       (unsigned long long)g_tot.dropped, (unsigned long long)g_tot.never_run,
+	       (unsigned long long)g_tot.queries, (unsigned long long)g_tot.reservations,
+	       (unsigned long long)g_tot.gate_closes, (unsigned long long)g_tot.pipelined);
+	VE_CHECK_MSG(failures == 0, "%d run(s) failed, see above", failures);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* (a), (b), (c) under each policy, with a few submit failures on half the seeds. */
+static void tweak_random(struct opts *o, uint64_t seed)
+{
+	o->fail_submit_prob = (seed & 1) ? 0.03 : 0;
+}
+
+VE_TEST(dispatch_random_chaos)
+{
+	run_all("dispatch_random_chaos", 0xc4a05, (const char *const[]){"chaos"}, 1,
+		(struct opts){0}, tweak_random);
+	/* chaos shares entries at random: the overlap check must have seen it. */
+	VE_CHECK(g_tot.shared_overlaps > 0);
+}
+
+VE_TEST(dispatch_random_tput)
+{
+	run_all("dispatch_random_tput", 0x7b07, (const char *const[]){"tput"}, 1, (struct opts){0},
+		tweak_random);
+	/* tput never shares, and widens scaling kernels. */
+	VE_CHECK_EQ(g_tot.shared_overlaps, 0);
+	VE_CHECK(g_tot.wide > 0);
+	VE_CHECK(g_tot.max_conc > 1);
+}
+
+VE_TEST(dispatch_random_tpot)
+{
+	/* A tight TPOT target puts decodes at risk: wider entries are prepared
+	 * by closing best-effort gates while work still runs. */
+	run_all("dispatch_random_tpot", 0x7907, (const char *const[]){"tpot", "tpot:tpot_ms=0.05"},
+		2, (struct opts){0}, tweak_random);
+	VE_CHECK(g_tot.reservations > 0);
+	VE_CHECK(g_tot.gate_closes > 0);
+}
+
+VE_TEST(dispatch_random_fixed)
+{
+	run_all("dispatch_random_fixed", 0xf1ed, (const char *const[]){"fixed"}, 1,
+		(struct opts){0}, tweak_random);
+	VE_CHECK(g_tot.shared_overlaps > 0);
+}
+
+VE_TEST(dispatch_random_whole)
+{
+	run_all("dispatch_random_whole", 0x3401e, (const char *const[]){"whole"}, 1,
+		(struct opts){0}, tweak_random);
+	VE_CHECK(g_tot.shared_overlaps > 0);
+}
+
+/* (d) */
+static void tweak_submit(struct opts *o, uint64_t seed)
+{
+	o->fail_submit_prob = 0.15 + 0.1 * (double)(seed % 3);
+	o->fail_submit_nth = 1 + seed % 7;
+}
+
+VE_TEST(dispatch_submit_failures)
+{
+	run_all("dispatch_submit_failures", 0x5b3f, all_policies, NPOL, (struct opts){0},
+		tweak_submit);
+	VE_CHECK(g_tot.submit_faults > 0);
+	VE_CHECK(g_tot.coord_failed > 0); /* compute bindings failed, not just copies */
+}
+
+/* (e) */
+static void tweak_fault(struct opts *o, uint64_t seed)
+{
+	o->fail_exec_nth = 1 + seed % 23;
+}
+
+VE_TEST(dispatch_exec_fault)
+{
+	run_all("dispatch_exec_fault", 0xfa017, all_policies, NPOL, (struct opts){0}, tweak_fault);
+	VE_CHECK(g_tot.exec_faults > 0);
+}
+
+/* (f) */
+VE_TEST(dispatch_detach)
+{
+	run_all("dispatch_detach", 0xde7a, all_policies, NPOL, (struct opts){.detach = true}, NULL);
+	VE_CHECK(g_tot.detaches > 0);
+	VE_CHECK(g_tot.dropped > 0);
+}
+
+/* Bounded pipelining (window K): an op may be submitted behind its
+ * unfinished predecessors on their lane; H still holds on the device. */
+static void tweak_window(struct opts *o, uint64_t seed)
+{
+	o->window = 1 + (uint32_t)(seed % 3);
+	o->fail_submit_prob = (seed & 8) ? 0.05 : 0;
+}
+
+VE_TEST(dispatch_pipelined)
+{
+	run_all("dispatch_pipelined", 0x919e, all_policies, NPOL, (struct opts){0}, tweak_window);
+	VE_CHECK(g_tot.pipelined > 0);
+}

@@ -1,0 +1,1250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Coordinator and policies on crafted cases whose right answer is known by
+ * hand, on the H200 leaf list (15 x 8 SMs + 12, 59 pool entries), driving
+ * ve_coord_* directly with profiles set through ve_profile_set.
+ *
+ * Pool indices used below (ve_pool_init order for that list): 0 root (132),
+ * 1..16 leaves (leaf i = entry i + 1; leaf 15 has 12 SMs), 17/18 the halves
+ * (64 = leaves 0-7, 68 = leaves 8-15), 19..22 quarters (32, 32, 32, 36),
+ * 23..30 pairs (16 x 7, then 20), 31..46 leaf remainders (124, 120 for leaf
+ * 15), 47..54 pair remainders (116, 112), 55..58 quarter remainders (100, 96).
+ *
+ * Validation cases use a scripted policy built as a shared object inside
+ * the test (its C source is written to a temporary directory and compiled
+ * with $CC or cc); they, and the external-policy checks, are skipped when no
+ * compiler is found or the include directory cannot be located (run from
+ * the repository root, or set VE_SRCDIR).
+ */
+#include "../harness.h"
+
+#include "core/desc.h"
+#include "dispatch/coord.h"
+#include "pool/pool.h"
+#include "profile/profile.h"
+#include "util/util.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const uint32_t h200[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 12};
+
+/* Distinct entry sizes of the H200 pool. */
+static const uint32_t sizes[] = {8, 12, 16, 20, 32, 36, 64, 68, 96, 100, 112, 116, 120, 124, 132};
+
+#define K_FLAT	 0x1111ull /* 100 us on any size: no gain from SMs */
+#define K_LINEAR 0x2222ull /* T(m) = 8 ms * 8 / m: scales perfectly */
+#define K_STOP16 0x3333ull /* 300 us on 8, 200 on 12, 100 from 16 SMs up */
+#define K_DECODE 0x4444ull /* 2 ms on 16 SMs, scales perfectly */
+
+static struct ve_coord *mk_coord(const char *policy, bool log, bool keep)
+{
+	struct ve_coord_config cfg = {.leaf_sms = h200,
+				      .nleaves = 16,
+				      .max_clients = 8,
+				      .policy = policy,
+				      .seed = 42,
+				      .log_decisions = log,
+				      .keep_leases = keep};
+	struct ve_coord *c = NULL;
+	char err[256] = "";
+	int rc = ve_coord_create(&cfg, &c, err, sizeof(err));
+	VE_CHECK_MSG(rc == 0, "create %s: %d %s", policy, rc, err);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(p->nentries, 59);
+	struct ve_profile *pr = ve_coord_profile(c);
+	for (size_t i = 0; i < VE_ARRAY_SIZE(sizes); i++) {
+		double m = sizes[i];
+		VE_CHECK_EQ(ve_profile_set(pr, K_FLAT, sizes[i], 100000.0), 0);
+		VE_CHECK_EQ(ve_profile_set(pr, K_LINEAR, sizes[i], 8e6 * 8.0 / m), 0);
+		VE_CHECK_EQ(ve_profile_set(pr, K_STOP16, sizes[i],
+					   m < 12   ? 300000.0
+					   : m < 16 ? 200000.0
+						    : 100000.0),
+			    0);
+		VE_CHECK_EQ(ve_profile_set(pr, K_DECODE, sizes[i], 2e6 * 16.0 / m), 0);
+	}
+	/* Virtual time near zero: no op is old enough for the starvation guard
+	 * unless a test moves the clock. */
+	ve_coord_set_now(c, 1);
+	return c;
+}
+
+static void add_clients(struct ve_coord *c, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		VE_CHECK_EQ(ve_coord_client_add(c, i, 0), 0);
+}
+
+static void ready(struct ve_coord *c, uint32_t client, uint64_t tok, uint64_t key, uint64_t t,
+		  uint32_t min_sms, uint8_t flags)
+{
+	struct ve_ready_op o = {.tok = tok,
+				.key = key,
+				.ready_ns = t,
+				.blocks = 1024,
+				.threads = 256,
+				.min_sms = min_sms,
+				.client = client,
+				.kind = VE_OP_KERNEL,
+				.flags = flags};
+	VE_CHECK_EQ(ve_coord_ready(c, &o), 0);
+}
+
+static int sched(struct ve_coord *c, struct ve_binding *b, int max)
+{
+	int n = ve_coord_schedule(c, b, max);
+	VE_CHECK(n >= 0 && n <= max);
+	return n;
+}
+
+static void done(struct ve_coord *c, const struct ve_binding *b)
+{
+	VE_CHECK_EQ(ve_coord_done(c, b->op.client, b->entry, b->op.key, 0), 0);
+}
+
+/* Ready slot holding (client, tok), or -1. */
+static int32_t slot_of(struct ve_coord *c, uint32_t client, uint64_t tok)
+{
+	const struct ve_policy_view *v = ve_coord_view(c);
+	for (uint32_t s = 0; s < v->nops; s++)
+		if (v->ops[s].in_use && v->ops[s].client == client && v->ops[s].tok == tok)
+			return (int32_t)s;
+	return -1;
+}
+
+/* Tokens of a client's ready ops, oldest first. */
+static int ready_toks(struct ve_coord *c, uint32_t client, uint64_t *out, int max)
+{
+	const struct ve_policy_view *v = ve_coord_view(c);
+	int n = 0;
+	for (uint32_t s = v->clients[client].head; s != VE_READY_NIL && n < max; s = v->ops[s].next)
+		out[n++] = v->ops[s].tok;
+	return n;
+}
+
+static uint16_t l2_of(const struct ve_pool *p, uint16_t e)
+{
+	for (uint16_t a = e; a != VE_POOL_NONE; a = p->e[a].parent)
+		if (p->e[a].level == 2 && p->e[a].kind == VE_ENTRY_NODE)
+			return a;
+	return VE_POOL_NONE;
+}
+
+static uint64_t leaves_of(struct ve_coord *c, const struct ve_binding *b)
+{
+	return ve_coord_pool(c)->e[b->entry].leaves;
+}
+
+static uint32_t sms_of(struct ve_coord *c, const struct ve_binding *b)
+{
+	return ve_coord_pool(c)->e[b->entry].sms;
+}
+
+/* Bindings of one round never overlap unless they share. */
+static void check_disjoint(struct ve_coord *c, const struct ve_binding *b, int n)
+{
+	uint64_t seen = 0;
+	for (int i = 0; i < n; i++) {
+		VE_CHECK_MSG((leaves_of(c, &b[i]) & seen) == 0 || (b[i].flags & VE_BIND_SHARE),
+			     "binding %d (entry %u) overlaps an earlier one", i, b[i].entry);
+		seen |= leaves_of(c, &b[i]);
+	}
+}
+
+/* ------------------------------------------------------------------ stderr capture */
+
+struct capture {
+	int saved;
+	FILE *f;
+};
+
+static void cap_begin(struct capture *cp)
+{
+	fflush(stderr);
+	cp->f = tmpfile();
+	VE_CHECK(cp->f != NULL);
+	cp->saved = dup(2);
+	VE_CHECK(cp->saved >= 0);
+	VE_CHECK(dup2(fileno(cp->f), 2) == 2);
+}
+
+/* Returns what was written to stderr since cap_begin (caller frees). */
+static char *cap_end(struct capture *cp)
+{
+	fflush(stderr);
+	dup2(cp->saved, 2);
+	close(cp->saved);
+	long n = ftell(cp->f);
+	char *buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
+	rewind(cp->f);
+	if (buf && n > 0 && fread(buf, 1, (size_t)n, cp->f) != (size_t)n)
+		buf[0] = 0;
+	fclose(cp->f);
+	/* Echo it, so a failing test still shows the log. */
+	if (buf)
+		fputs(buf, stderr);
+	return buf;
+}
+
+/* ------------------------------------------------------------------ Throughput-Oriented */
+
+VE_TEST(tput_alone_scaling_op_expands_to_whole_gpu)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 1);
+	ready(c, 0, 1, K_LINEAR, 10, 0, 0);
+	struct ve_binding b[8];
+	VE_CHECK_EQ(sched(c, b, 8), 1);
+	VE_CHECK_EQ(b[0].entry, ve_coord_pool(c)->root);
+	VE_CHECK_EQ(sms_of(c, &b[0]), 132);
+	VE_CHECK_EQ(b[0].flags & VE_BIND_SHARE, 0);
+	done(c, &b[0]);
+	/* An op that gains nothing from SMs stays on a minimum entry (a leaf). */
+	ready(c, 0, 2, K_FLAT, 20, 0, 0);
+	VE_CHECK_EQ(sched(c, b, 8), 1);
+	VE_CHECK_EQ(sms_of(c, &b[0]), 8);
+	VE_CHECK_EQ(ve_coord_pool(c)->e[b[0].entry].kind, VE_ENTRY_LEAF);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	ready(c, 0, 1, K_STOP16, 10, 0, 0);
+	ready(c, 1, 2, K_LINEAR, 20, 0, 0);
+	struct ve_binding b[8];
+	VE_CHECK_EQ(sched(c, b, 8), 2);
+	VE_CHECK_EQ(b[0].op.tok, 1); /* oldest first */
+	VE_CHECK_EQ(sms_of(c, &b[0]), 16);
+	/* The scaling op takes everything the other leaves: the 116-SM
+	 * remainder of that 16-SM pair. */
+	VE_CHECK_EQ(sms_of(c, &b[1]), 116);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(p->e[b[1].entry].kind, VE_ENTRY_REMAINDER);
+	VE_CHECK_EQ(p->e[b[1].entry].complement, b[0].entry);
+	VE_CHECK_EQ(leaves_of(c, &b[0]) | leaves_of(c, &b[1]), p->all_leaves);
+	check_disjoint(c, b, 2);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(tput_age_aware_round_robin)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	/* Client 0: 20 old ops; client 1: one op, newer than all of them. */
+	for (uint64_t i = 0; i < 20; i++)
+		ready(c, 0, 100 + i, K_FLAT, 10 + i, 0, 0);
+	ready(c, 1, 7, K_FLAT, 1000, 0, 0);
+	struct ve_binding b[64];
+	int n = sched(c, b, 64);
+	VE_CHECK_EQ(n, 16); /* one per leaf: flat ops do not widen */
+	VE_CHECK_EQ(b[0].op.client, 0);
+	VE_CHECK_EQ(b[0].op.tok, 100);	/* the oldest client's oldest op first */
+	VE_CHECK_EQ(b[1].op.client, 1); /* then B's, in the first turn of the round */
+	VE_CHECK_EQ(b[1].op.tok, 7);
+	for (int i = 2; i < n; i++)
+		VE_CHECK_EQ(b[i].op.tok, 100 + (uint64_t)i - 1); /* A's in age order */
+	check_disjoint(c, b, n);
+	VE_CHECK_EQ(ve_coord_view(c)->nready, 5);
+	ve_coord_destroy(c);
+
+	/* Two busy clients alternate, the one with the oldest head first. */
+	c = mk_coord("tput", false, false);
+	add_clients(c, 3);
+	for (uint64_t i = 0; i < 20; i++) {
+		ready(c, 0, 200 + i, K_FLAT, 50 + 2 * i, 0, 0);
+		ready(c, 1, 300 + i, K_FLAT, 49 + 2 * i, 0, 0);
+	}
+	n = sched(c, b, 64);
+	VE_CHECK_EQ(n, 16);
+	for (int i = 0; i < n; i++) {
+		VE_CHECK_EQ(b[i].op.client, (uint32_t)(i % 2 == 0 ? 1 : 0));
+		VE_CHECK_EQ(b[i].op.tok, (i % 2 == 0 ? 300u : 200u) + (uint64_t)i / 2);
+	}
+	ve_coord_destroy(c);
+}
+
+VE_TEST(tput_min_binding_spreads_over_subtrees)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	add_clients(c, 1);
+	struct ve_binding b[8];
+	ready(c, 0, 1, K_FLAT, 10, 0, 0);
+	ready(c, 0, 2, K_FLAT, 11, 0, 0);
+	VE_CHECK_EQ(sched(c, b, 8), 2);
+	/* Two ops: one in each half of the GPU. */
+	VE_CHECK((leaves_of(c, &b[0]) & p->e[17].leaves) != 0);
+	VE_CHECK((leaves_of(c, &b[1]) & p->e[18].leaves) != 0);
+	done(c, &b[0]);
+	done(c, &b[1]);
+	for (uint64_t i = 0; i < 4; i++)
+		ready(c, 0, 10 + i, K_FLAT, 20 + i, 0, 0);
+	VE_CHECK_EQ(sched(c, b, 8), 4);
+	/* Four ops: four different quarters, so each keeps room to grow. */
+	uint64_t quarters = 0;
+	for (int i = 0; i < 4; i++) {
+		VE_CHECK_EQ(sms_of(c, &b[i]), 8);
+		uint16_t q = l2_of(p, b[i].entry);
+		VE_CHECK(q != VE_POOL_NONE);
+		VE_CHECK_MSG(!(quarters & (1ull << (q - 19))), "two ops in quarter %u", q);
+		quarters |= 1ull << (q - 19);
+	}
+	VE_CHECK_EQ(quarters, 0xf);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(tput_min_sms_gets_a_large_enough_entry_or_waits)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	add_clients(c, 2);
+	struct ve_binding b[32];
+	ready(c, 0, 1, K_FLAT, 10, 30, VE_READY_COOPERATIVE);
+	VE_CHECK_EQ(sched(c, b, 32), 1);
+	VE_CHECK_EQ(sms_of(c, &b[0]), 32); /* the smallest entry of >= 30 SMs */
+	done(c, &b[0]);
+
+	/* Fill every leaf, then a cooperative op needing 16 SMs must wait. */
+	for (uint64_t i = 0; i < 16; i++)
+		ready(c, 0, 100 + i, K_FLAT, 100 + i, 0, 0);
+	VE_CHECK_EQ(sched(c, b, 32), 16);
+	ready(c, 1, 9, K_FLAT, 500, 16, VE_READY_COOPERATIVE);
+	struct ve_binding x[4];
+	VE_CHECK_EQ(sched(c, x, 4), 0);
+	int32_t s = slot_of(c, 1, 9);
+	VE_CHECK(s >= 0);
+	const struct ve_policy_view *v = ve_coord_view(c);
+	uint16_t elig[VE_POOL_MAX_ENTRIES];
+	VE_CHECK_EQ(v->eligible(v, (uint32_t)s, elig, VE_POOL_MAX_ENTRIES), 0);
+	/* One leaf of a pair free: still not enough. */
+	int on_leaf0 = -1, on_leaf1 = -1;
+	for (int i = 0; i < 16; i++) {
+		if (b[i].entry == p->leaf_entry[0])
+			on_leaf0 = i;
+		if (b[i].entry == p->leaf_entry[1])
+			on_leaf1 = i;
+	}
+	VE_CHECK(on_leaf0 >= 0 && on_leaf1 >= 0);
+	done(c, &b[on_leaf0]);
+	VE_CHECK_EQ(sched(c, x, 4), 0);
+	/* Both: the pair's 16-SM entry. */
+	done(c, &b[on_leaf1]);
+	VE_CHECK_EQ(sched(c, x, 4), 1);
+	VE_CHECK_EQ(x[0].op.tok, 9);
+	VE_CHECK_EQ(x[0].entry, 23);
+	VE_CHECK(sms_of(c, &x[0]) >= 16);
+	/* Every eligible entry it was offered was big enough. */
+	v = ve_coord_view(c);
+	ready(c, 1, 10, K_FLAT, 600, 100, VE_READY_COOPERATIVE);
+	s = slot_of(c, 1, 10);
+	uint32_t ne = v->eligible(v, (uint32_t)s, elig, VE_POOL_MAX_ENTRIES);
+	for (uint32_t i = 0; i < ne; i++)
+		VE_CHECK(p->e[elig[i]].sms >= 100);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(tput_starvation_guard_drains_for_a_wide_op)
+{
+	struct ve_coord *c = mk_coord("tput:starve_ms=1", false, false);
+	add_clients(c, 3);
+	struct ve_binding a[4], b[8];
+	ve_coord_set_now(c, 1000);
+	ready(c, 0, 1, K_FLAT, 1000, 0, 0);
+	ready(c, 0, 2, K_FLAT, 1000, 0, 0);
+	VE_CHECK_EQ(sched(c, a, 4), 2); /* one leaf in each half: no 64-SM entry is free */
+	ready(c, 1, 10, K_FLAT, 2000, 64, VE_READY_COOPERATIVE); /* W */
+	ready(c, 2, 20, K_FLAT, 3000, 0, 0);			 /* S1 */
+	ve_coord_set_now(c, 2000 + 500000);
+	/* W has waited 0.5 ms: not starving yet, S1 goes ahead. */
+	VE_CHECK_EQ(sched(c, b, 8), 1);
+	VE_CHECK_EQ(b[0].op.tok, 20);
+	ready(c, 2, 21, K_FLAT, 2000 + 600000, 0, 0); /* S2 */
+	ve_coord_set_now(c, 2000 + 2000000);
+	/* W has waited 2 ms > 1 ms and still does not fit: nothing is bound, so
+	 * the GPU drains for it, although S2 would fit. */
+	VE_CHECK_EQ(sched(c, b + 1, 7), 0);
+	VE_CHECK_EQ(ve_coord_view(c)->nready, 2);
+	done(c, &a[0]);
+	done(c, &a[1]);
+	done(c, &b[0]);
+	VE_CHECK_EQ(sched(c, b, 8), 2);
+	VE_CHECK_EQ(b[0].op.tok, 10);
+	VE_CHECK(sms_of(c, &b[0]) >= 64);
+	VE_CHECK_EQ(b[1].op.tok, 21);
+	check_disjoint(c, b, 2);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(submit_failed_requeues_at_age_and_undoes_lease)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	add_clients(c, 1);
+	ready(c, 0, 1, K_FLAT, 10, 0, 0);
+	ready(c, 0, 2, K_FLAT, 20, 0, 0);
+	ready(c, 0, 3, K_FLAT, 30, 0, 0);
+	struct ve_binding b[8];
+	VE_CHECK_EQ(sched(c, b, 1), 1);
+	VE_CHECK_EQ(b[0].op.tok, 1);
+	VE_CHECK_EQ(p->e[b[0].entry].state, VE_ENTRY_LEASED);
+	VE_CHECK_EQ(p->e[b[0].entry].outstanding, 1);
+	VE_CHECK_EQ(ve_coord_view(c)->clients[0].running, 1);
+	VE_CHECK_EQ(ve_coord_submit_failed(c, &b[0], -EIO), 0);
+	VE_CHECK_EQ(p->e[b[0].entry].state, VE_ENTRY_IDLE);
+	VE_CHECK_EQ(p->e[b[0].entry].outstanding, 0);
+	VE_CHECK_EQ(p->e[b[0].entry].holder, VE_HOLDER_NONE);
+	VE_CHECK_EQ(p->busy, 0);
+	const struct ve_policy_view *v = ve_coord_view(c);
+	VE_CHECK_EQ(v->clients[0].running, 0);
+	VE_CHECK_EQ(v->nready, 3);
+	uint64_t t[8];
+	VE_CHECK_EQ(ready_toks(c, 0, t, 8), 3);
+	VE_CHECK(t[0] == 1 && t[1] == 2 && t[2] == 3);
+	struct ve_coord_stats st;
+	ve_coord_stats(c, &st);
+	VE_CHECK_EQ(st.failed_submits, 1);
+	/* The middle one fails: back between its elders and juniors. */
+	VE_CHECK_EQ(sched(c, b, 8), 3);
+	VE_CHECK_EQ(b[0].op.tok, 1);
+	done(c, &b[0]);
+	done(c, &b[2]);
+	VE_CHECK_EQ(b[1].op.tok, 2);
+	ready(c, 0, 4, K_FLAT, 40, 0, 0);
+	ready(c, 0, 0, K_FLAT, 5, 0, 0);
+	VE_CHECK_EQ(ve_coord_submit_failed(c, &b[1], -EAGAIN), 0);
+	VE_CHECK_EQ(ready_toks(c, 0, t, 8), 3);
+	VE_CHECK(t[0] == 4 && t[1] == 0 && t[2] == 2); /* pushed in arrival order: 4 then 0 */
+	VE_CHECK_EQ(p->busy, 0);
+	/* A client that went away gets nothing back. */
+	VE_CHECK_EQ(sched(c, b, 1), 1);
+	VE_CHECK_EQ(ve_coord_client_remove(c, 0), 0);
+	VE_CHECK_EQ(ve_coord_submit_failed(c, &b[0], -EIO), -ENOENT);
+	VE_CHECK_EQ(ve_coord_view(c)->nready, 0);
+	VE_CHECK_EQ(p->busy, 0);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(completion_at_zero_outstanding_releases_the_lease)
+{
+	struct ve_coord *c = mk_coord("whole", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	add_clients(c, 2);
+	ready(c, 0, 1, K_FLAT, 10, 0, 0);
+	ready(c, 1, 2, K_FLAT, 20, 0, 0);
+	struct ve_binding b[8];
+	VE_CHECK_EQ(sched(c, b, 8), 2);
+	uint16_t r = p->root;
+	VE_CHECK(b[0].entry == r && b[1].entry == r);
+	VE_CHECK_EQ(p->e[r].outstanding, 2);
+	done(c, &b[0]);
+	VE_CHECK_EQ(p->e[r].state, VE_ENTRY_LEASED); /* the other op still runs there */
+	done(c, &b[1]);
+	VE_CHECK_EQ(p->e[r].state, VE_ENTRY_IDLE);
+	VE_CHECK_EQ(p->e[r].holder, VE_HOLDER_NONE);
+	VE_CHECK_EQ(p->busy, 0);
+	/* Completing what is not outstanding is refused and changes nothing. */
+	VE_CHECK(ve_coord_done(c, 0, r, K_FLAT, 0) < 0);
+	VE_CHECK_EQ(ve_coord_done(c, 0, 999, K_FLAT, 0), -EINVAL);
+	ve_coord_destroy(c);
+
+	/* keep_leases: the entry stays leased (gate open) at zero outstanding. */
+	c = mk_coord("tput", false, true);
+	p = ve_coord_pool(c);
+	add_clients(c, 1);
+	ready(c, 0, 1, K_FLAT, 10, 0, 0);
+	VE_CHECK_EQ(sched(c, b, 8), 1);
+	done(c, &b[0]);
+	VE_CHECK_EQ(p->e[b[0].entry].state, VE_ENTRY_LEASED);
+	VE_CHECK_EQ(p->e[b[0].entry].outstanding, 0);
+	VE_CHECK_EQ(p->e[b[0].entry].holder, 0);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(completion_feeds_the_profile_only_when_exclusive)
+{
+	struct ve_coord *c = mk_coord("whole", false, false);
+	add_clients(c, 2);
+	const uint64_t key = 0x5555;
+	struct ve_ready_op o = {.tok = 1,
+				.key = key,
+				.ready_ns = 1,
+				.blocks = 1,
+				.threads = 32,
+				.client = 0,
+				.kind = VE_OP_KERNEL};
+	VE_CHECK_EQ(ve_coord_ready(c, &o), 0);
+	o.tok = 2;
+	o.client = 1;
+	VE_CHECK_EQ(ve_coord_ready(c, &o), 0);
+	struct ve_binding b[4];
+	VE_CHECK_EQ(sched(c, b, 4), 2);
+	double ns;
+	VE_CHECK_EQ(ve_coord_done(c, 0, b[0].entry, key, 777000), 0); /* shared: not a sample */
+	VE_CHECK_EQ(ve_profile_lookup(ve_coord_profile(c), key, 132, &ns), -ENOENT);
+	VE_CHECK_EQ(ve_coord_done(c, 1, b[1].entry, key, 0), 0);
+	o.tok = 3;
+	VE_CHECK_EQ(ve_coord_ready(c, &o), 0);
+	VE_CHECK_EQ(sched(c, b, 4), 1);
+	VE_CHECK_EQ(ve_coord_done(c, 1, b[0].entry, key, 123000), 0); /* alone: a sample */
+	VE_CHECK_EQ(ve_profile_lookup(ve_coord_profile(c), key, 132, &ns), 0);
+	VE_CHECK(ns > 122999 && ns < 123001);
+	ve_coord_destroy(c);
+}
+
+/* ------------------------------------------------------------------ baselines */
+
+VE_TEST(fixed_keeps_each_client_in_its_half)
+{
+	struct ve_coord *c = mk_coord("fixed:parts=2", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	add_clients(c, 3);
+	for (uint64_t i = 0; i < 5; i++)
+		for (uint32_t k = 0; k < 3; k++)
+			ready(c, k, 10 * k + i, K_LINEAR, 100 * i + k, 0, 0);
+	struct ve_binding b[32];
+	int n = sched(c, b, 32);
+	VE_CHECK_EQ(n, 15);
+	for (int i = 0; i < n; i++) {
+		/* Clients 0 and 2 share the first half (leaves 0-7), client 1 has
+		 * the second; a scaling op does not take the other half. */
+		uint16_t want = b[i].op.client % 2 == 0 ? 17 : 18;
+		VE_CHECK_MSG(b[i].entry == want, "client %u op on entry %u", b[i].op.client,
+			     b[i].entry);
+		VE_CHECK(b[i].flags & VE_BIND_SHARE);
+	}
+	VE_CHECK_EQ(p->e[17].holder, VE_HOLDER_SHARED);
+	VE_CHECK_EQ(p->e[18].holder, 1);
+	ve_coord_destroy(c);
+
+	/* Without parts=N: one group per registered client. Two clients: halves. */
+	c = mk_coord("fixed", false, false);
+	p = ve_coord_pool(c);
+	add_clients(c, 2);
+	ready(c, 0, 1, K_LINEAR, 1, 0, 0);
+	ready(c, 1, 2, K_LINEAR, 2, 0, 0);
+	n = sched(c, b, 32);
+	VE_CHECK_EQ(n, 2);
+	VE_CHECK(b[0].entry == 17 && b[1].entry == 18);
+	for (int i = 0; i < n; i++)
+		done(c, &b[i]);
+	/* Three clients: three disjoint groups; a cooperative launch larger
+	 * than its group's largest entry still runs (on an entry containing it). */
+	VE_CHECK_EQ(ve_coord_client_add(c, 2, 0), 0);
+	uint64_t seen = 0;
+	for (uint32_t k = 0; k < 3; k++) {
+		ready(c, k, 10 + k, K_FLAT, 10 + k, 0, 0);
+		VE_CHECK_EQ(sched(c, b, 32), 1);
+		VE_CHECK_EQ(b[0].op.client, k);
+		VE_CHECK_EQ(p->e[b[0].entry].leaves & seen, 0);
+		seen |= p->e[b[0].entry].leaves;
+		done(c, &b[0]);
+	}
+	ready(c, 1, 20, K_FLAT, 20, 32, VE_READY_COOPERATIVE);
+	VE_CHECK_EQ(sched(c, b, 32), 1);
+	VE_CHECK(sms_of(c, &b[0]) >= 32);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(whole_shares_the_root)
+{
+	struct ve_coord *c = mk_coord("whole", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	add_clients(c, 3);
+	for (uint64_t i = 0; i < 4; i++)
+		for (uint32_t k = 0; k < 3; k++)
+			ready(c, k, 10 * k + i, k == 1 ? K_LINEAR : K_FLAT, 100 * i + k, 0, 0);
+	struct ve_binding b[32];
+	int n = sched(c, b, 32);
+	VE_CHECK_EQ(n, 12);
+	for (int i = 0; i < n; i++) {
+		VE_CHECK_EQ(b[i].entry, p->root);
+		VE_CHECK(b[i].flags & VE_BIND_SHARE);
+		if (i)
+			VE_CHECK(b[i].op.ready_ns >= b[i - 1].op.ready_ns); /* oldest first */
+	}
+	VE_CHECK_EQ(p->e[p->root].holder, VE_HOLDER_SHARED);
+	VE_CHECK_EQ(p->nsharers[p->root], 3);
+	VE_CHECK_EQ(p->e[p->root].outstanding, 12);
+	ve_coord_destroy(c);
+}
+
+/* ------------------------------------------------------------------ TPOT-First */
+
+VE_TEST(tpot_standing_reservation_renewed_and_never_entered)
+{
+	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	ve_coord_set_now(c, 1000);
+	struct ve_binding b[64], l[4];
+	VE_CHECK_EQ(sched(c, b, 64), 0); /* the tick establishes the reservation */
+	/* The smallest 16-SM tree entry at the high end: leaves 12-13. */
+	const uint16_t st = 29;
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	VE_CHECK_EQ(p->e[st].reserve_for, 0);
+	const uint64_t res = p->e[st].leaves;
+	for (uint64_t i = 0; i < 20; i++)
+		ready(c, 1, 100 + i, i % 2 ? K_LINEAR : K_FLAT, 1000 + i, 0, 0);
+	int n = sched(c, b, 64);
+	VE_CHECK(n > 0);
+	for (int i = 0; i < n; i++)
+		VE_CHECK_MSG((leaves_of(c, &b[i]) & res) == 0, "best-effort op on entry %u",
+			     b[i].entry);
+	/* A latency op goes to the reservation; a second one joins it. */
+	ready(c, 0, 1, K_DECODE, 2000, 0, VE_READY_LATENCY);
+	VE_CHECK_EQ(sched(c, l, 4), 1);
+	VE_CHECK_EQ(l[0].entry, st);
+	ready(c, 0, 2, K_DECODE, 2100, 0, VE_READY_LATENCY);
+	VE_CHECK_EQ(sched(c, l + 1, 3), 1);
+	VE_CHECK_EQ(l[1].entry, st);
+	VE_CHECK(l[1].flags & VE_BIND_SHARE);
+	done(c, &l[0]);
+	done(c, &l[1]);
+	/* Every best-effort op done, more waiting, and the GPU otherwise free:
+	 * the tick renews the reservation before the plan can take it. */
+	for (int i = 0; i < n; i++)
+		done(c, &b[i]);
+	for (uint64_t i = 0; i < 40; i++)
+		ready(c, 1, 200 + i, i % 2 ? K_LINEAR : K_FLAT, 3000 + i, 0, 0);
+	int m = sched(c, b, 64);
+	VE_CHECK(m > 0);
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	VE_CHECK_EQ(p->e[st].reserve_for, 0);
+	for (int i = 0; i < m; i++)
+		VE_CHECK((leaves_of(c, &b[i]) & res) == 0);
+	/* And again after the next latency op. */
+	ready(c, 0, 3, K_DECODE, 4000, 0, VE_READY_LATENCY);
+	VE_CHECK_EQ(sched(c, l, 4), 1);
+	VE_CHECK_EQ(l[0].entry, st);
+	done(c, &l[0]);
+	VE_CHECK_EQ(sched(c, l, 4), 0);
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	struct ve_coord_stats s;
+	ve_coord_stats(c, &s);
+	VE_CHECK(s.reservations >= 3);
+	/* The latency client leaves: its reservation goes with it, and the
+	 * waiting best-effort work may now use those SMs. */
+	VE_CHECK_EQ(ve_coord_client_remove(c, 0), 0);
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_IDLE);
+	n = sched(c, b, 64);
+	VE_CHECK(n > 0);
+	uint64_t got = 0;
+	for (int i = 0; i < n; i++)
+		got |= leaves_of(c, &b[i]);
+	VE_CHECK_EQ(got & res, res);
+	VE_CHECK(p->e[st].reserve_for != 0);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(tpot_latency_ops_earliest_deadline_first_all_offered)
+{
+	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	struct ve_binding b[8];
+	VE_CHECK_EQ(sched(c, b, 8), 0);
+	/* Three decodes, none at risk (2 ms each on the reservation, queued one
+	 * behind the other), deadlines out of queue order. */
+	const uint64_t dl[3] = {10000000, 5000000, 20000000};
+	for (int i = 0; i < 3; i++) {
+		struct ve_ready_op o = {.tok = 1 + (uint64_t)i,
+					.key = K_DECODE,
+					.ready_ns = 1,
+					.blocks = 1024,
+					.threads = 256,
+					.client = 0,
+					.kind = VE_OP_KERNEL,
+					.flags = VE_READY_LATENCY,
+					.deadline_ns = dl[i]};
+		VE_CHECK_EQ(ve_coord_ready(c, &o), 0);
+	}
+	ready(c, 1, 100, K_FLAT, 1, 0, 0);
+	int n = sched(c, b, 8);
+	VE_CHECK_EQ(n, 4);
+	/* Every decode is offered in the first round, earliest deadline first,
+	 * all on the reservation (shared once it has work), then best effort. */
+	const uint64_t order[3] = {2, 1, 3};
+	for (int i = 0; i < 3; i++) {
+		VE_CHECK_MSG(b[i].op.tok == order[i], "binding %d: decode %llu", i,
+			     (unsigned long long)b[i].op.tok);
+		VE_CHECK_EQ(b[i].entry, 29);
+		VE_CHECK_EQ(!!(b[i].flags & VE_BIND_SHARE), i > 0);
+	}
+	VE_CHECK_EQ(b[3].op.tok, 100);
+	ve_coord_destroy(c);
+}
+
+VE_TEST(tpot_at_risk_decode_gets_wider_entry_after_drain)
+{
+	struct ve_coord *c = mk_coord("tpot:reserve=16,tpot_ms=1", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	ve_coord_set_now(c, 1000000);
+	struct ve_binding b[8], l[4];
+	VE_CHECK_EQ(sched(c, b, 8), 0);
+	const uint16_t st = 29, wide = 22; /* 16 SMs (leaves 12-13); 36 (leaves 12-15) */
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	/* Best effort takes everything but the reservation. */
+	ready(c, 1, 100, K_LINEAR, 1000000, 0, 0);
+	VE_CHECK_EQ(sched(c, b, 8), 1);
+	VE_CHECK_EQ(sms_of(c, &b[0]), 116);
+	uint16_t be = b[0].entry;
+	VE_CHECK(p->e[be].leaves & p->e[wide].leaves);
+	/* A decode is coming with a 1 ms deadline: 2 ms on the 16-SM
+	 * reservation misses it, 0.89 ms on 36 SMs meets it. */
+	struct ve_hint h = {.client = 0,
+			    .key = K_DECODE,
+			    .blocks = 1024,
+			    .threads = 256,
+			    .flags = VE_READY_LATENCY,
+			    .expect_ready_ns = 1000000,
+			    .deadline_ns = 2000000};
+	VE_CHECK_EQ(ve_coord_hint(c, &h), 0);
+	/* The overlapping best-effort gate closed (its op still runs), the wider
+	 * entry is claimed, not yet reserved; nothing new enters it. */
+	VE_CHECK_EQ(p->e[be].state, VE_ENTRY_DRAINING);
+	VE_CHECK(ve_pool_pending(p, wide));
+	VE_CHECK_EQ(p->e[wide].reserve_for, 0);
+	ready(c, 1, 101, K_LINEAR, 1000100, 0, 0);
+	int n = sched(c, b + 1, 7);
+	for (int i = 1; i <= n; i++)
+		VE_CHECK((leaves_of(c, &b[i]) & p->e[wide].leaves) == 0);
+	/* The drain completes: the wider entry is reserved for the decode. */
+	VE_CHECK_EQ(ve_coord_done(c, 1, be, K_LINEAR, 0), 0);
+	int m = sched(c, b + 1 + n, 7 - n);
+	for (int i = 1 + n; i < 1 + n + m; i++)
+		VE_CHECK((leaves_of(c, &b[i]) & p->e[wide].leaves) == 0);
+	VE_CHECK_MSG(p->e[wide].state == VE_ENTRY_RESERVED && p->e[wide].reserve_for == 0,
+		     "wide entry %s, reserved for %d", ve_entry_state_name(p->e[wide].state),
+		     p->e[wide].reserve_for);
+	ready(c, 0, 1, K_DECODE, 1200000, 0, VE_READY_LATENCY);
+	VE_CHECK_EQ(sched(c, l, 4), 1);
+	VE_CHECK_EQ(l[0].op.tok, 1);
+	VE_CHECK_MSG(l[0].entry == wide, "decode bound to entry %u (%u SMs)", l[0].entry,
+		     sms_of(c, &l[0]));
+	done(c, &l[0]);
+	/* Done with it: the wide entry is given back, the standing one renewed. */
+	VE_CHECK_EQ(sched(c, l, 4), 0);
+	VE_CHECK_EQ(sched(c, l, 4), 0);
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	VE_CHECK_EQ(p->e[wide].reserve_for == 0 && p->e[wide].state == VE_ENTRY_RESERVED, 0);
+
+	/* A preparation whose decode never comes is given up once its deadline
+	 * has passed, and best-effort work gets those SMs back. */
+	for (int i = 1; i < 1 + n + m; i++)
+		done(c, &b[i]);
+	h.expect_ready_ns = 1000000;
+	h.deadline_ns = 2000000;
+	VE_CHECK_EQ(ve_coord_hint(c, &h), 0);
+	VE_CHECK_EQ(p->e[wide].reserve_for, 0);
+	VE_CHECK_EQ(sched(c, l, 4), 0);
+	VE_CHECK_EQ(p->e[wide].state, VE_ENTRY_RESERVED); /* nothing to drain: at once */
+	ve_coord_set_now(c, 2500000);
+	VE_CHECK_EQ(sched(c, l, 4), 0);
+	VE_CHECK_EQ(sched(c, l, 4), 0);
+	VE_CHECK(p->e[wide].reserve_for != 0);
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	ready(c, 1, 102, K_LINEAR, 2500000, 0, 0);
+	VE_CHECK_EQ(sched(c, b, 8), 1);
+	VE_CHECK_EQ(leaves_of(c, &b[0]) & p->e[st].leaves, 0);
+	VE_CHECK(leaves_of(c, &b[0]) & p->e[wide].leaves & ~p->e[st].leaves);
+	ve_coord_destroy(c);
+}
+
+/* ------------------------------------------------------------------ scripted policy */
+
+/* Shared by the test and the policy it compiles, so both agree on the layout. */
+#define SCRIPT_CTL_DEF                                                                             \
+	struct script_ctl {                                                                        \
+		int32_t slots[8];                                                                  \
+		uint32_t nslots, next, repeat;                                                     \
+		int32_t entry;                                                                     \
+		uint32_t flags;                                                                    \
+		uint64_t round;                                                                    \
+		uint32_t npicks, nselects, nbound, nrejected, ncompleted, nadded, nremoved;        \
+		uint32_t ninit, nfini, nelig;                                                      \
+		uint16_t elig[256];                                                                \
+		char reason[160];                                                                  \
+		char args[64];                                                                     \
+	};
+#define XSTR(...) STR(__VA_ARGS__)
+#define STR(...)  #__VA_ARGS__
+SCRIPT_CTL_DEF
+
+/* The policy's source: includes, the control block, the callbacks. */
+/* clang-format off */
+static const char script_head[] =
+	"#include \"ve/ve_policy.h\"\n"
+	"#include <errno.h>\n"
+	"#include <string.h>\n"
+	"\n";
+static const char script_ctl_src[] = XSTR(SCRIPT_CTL_DEF) "\n";
+static const char script_src[] =
+	"struct script_ctl script_ctl;\n"
+	"static int32_t pick(void *priv, const struct ve_policy_view *v)\n"
+	"{\n"
+	"	struct script_ctl *s = &script_ctl;\n"
+	"	if (!s->nslots || (!s->repeat && s->round == v->round))\n"
+	"		return -1;\n"
+	"	s->round = v->round;\n"
+	"	s->npicks++;\n"
+	"	return s->slots[s->next++ % s->nslots];\n"
+	"}\n"
+	"static int32_t sel(void *priv, const struct ve_policy_view *v, uint32_t op,\n"
+	"		   const uint16_t *el, uint32_t n, uint32_t *flags)\n"
+	"{\n"
+	"	struct script_ctl *s = &script_ctl;\n"
+	"	s->nselects++;\n"
+	"	s->nelig = n < 256 ? n : 256;\n"
+	"	memcpy(s->elig, el, s->nelig * sizeof(*el));\n"
+	"	*flags = s->flags;\n"
+	"	return s->entry;\n"
+	"}\n"
+	"static void notify(void *priv, const struct ve_policy_view *v,\n"
+	"		   const struct ve_policy_event *ev)\n"
+	"{\n"
+	"	struct script_ctl *s = &script_ctl;\n"
+	"	switch (ev->kind) {\n"
+	"	case VE_PEV_BOUND: s->nbound++; break;\n"
+	"	case VE_PEV_REJECTED:\n"
+	"		s->nrejected++;\n"
+	"		strncpy(s->reason, ev->reason ? ev->reason : \"(null)\", sizeof(s->reason) - 1);\n"
+	"		break;\n"
+	"	case VE_PEV_COMPLETED: s->ncompleted++; break;\n"
+	"	case VE_PEV_CLIENT_ADDED: s->nadded++; break;\n"
+	"	case VE_PEV_CLIENT_REMOVED: s->nremoved++; break;\n"
+	"	}\n"
+	"}\n"
+	"static int init(const char *args, const struct ve_policy_view *v, void **priv)\n"
+	"{\n"
+	"	script_ctl.ninit++;\n"
+	"	strncpy(script_ctl.args, args, sizeof(script_ctl.args) - 1);\n"
+	"	*priv = &script_ctl;\n"
+	"	return strcmp(args, \"fail\") == 0 ? -EINVAL : 0;\n"
+	"}\n"
+	"static void fini(void *priv) { script_ctl.nfini++; }\n"
+	"static const struct ve_policy_ops ops __attribute__((unused)) = {\n"
+	"	.abi_version = SCRIPT_ABI, .name = \"scripted\", .summary = \"test\",\n"
+	"	.init = init, .fini = fini, .pick = pick, .select = sel, .notify = notify,\n"
+	"};\n"
+	"#ifndef SCRIPT_NO_ENTRY\n"
+	"const struct ve_policy_ops *ve_policy_entry(void);\n"
+	"const struct ve_policy_ops *ve_policy_entry(void) { return &ops; }\n"
+	"#endif\n";
+/* clang-format on */
+
+/* snprintf that reports truncation (paths here come from the environment). */
+static bool sfmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static bool sfmt(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	return n >= 0 && (size_t)n < len;
+}
+
+static char g_dir[PATH_MAX];
+static char g_so[3][PATH_MAX]; /* good, wrong ABI, no entry point */
+static int g_built;	       /* 0 not tried, 1 built, -1 unavailable, -2 broken */
+static char g_why[256];
+
+static void cleanup_build(void)
+{
+	for (int i = 0; i < 3; i++)
+		if (g_so[i][0])
+			unlink(g_so[i]);
+	char src[PATH_MAX + 16];
+	sfmt(src, sizeof(src), "%s/policy.c", g_dir);
+	unlink(src);
+	if (g_dir[0])
+		rmdir(g_dir);
+}
+
+static bool find_root(char *root, size_t len)
+{
+	const char *env = getenv("VE_SRCDIR");
+	char cand[3][PATH_MAX];
+	int n = 0;
+	if (env && *env)
+		sfmt(cand[n++], PATH_MAX, "%s", env);
+	if (getcwd(cand[n], PATH_MAX))
+		n++;
+	/* The binary lives in <root>/<build>/tests/. */
+	char exe[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (k > 0) {
+		exe[k] = 0;
+		for (int up = 0; up < 3; up++) {
+			char *sl = strrchr(exe, '/');
+			if (!sl)
+				break;
+			*sl = 0;
+		}
+		sfmt(cand[n++], PATH_MAX, "%s", exe);
+	}
+	for (int i = 0; i < n; i++) {
+		char probe[PATH_MAX + 32];
+		struct stat sb;
+		sfmt(probe, sizeof(probe), "%s/include/ve/ve_policy.h", cand[i]);
+		if (stat(probe, &sb) == 0) {
+			sfmt(root, len, "%s", cand[i]);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Builds the scripted policy (three variants) once; false (with g_why) if it
+ * cannot be built here. */
+static bool build_policies(void)
+{
+	if (g_built)
+		return g_built > 0;
+	g_built = -1;
+	char root[PATH_MAX];
+	if (!find_root(root, sizeof(root))) {
+		sfmt(g_why, sizeof(g_why), "include/ve/ve_policy.h not found (set VE_SRCDIR)");
+		return false;
+	}
+	const char *cc = getenv("CC");
+	if (!cc || !*cc)
+		cc = "cc";
+	char cmd[3 * PATH_MAX + 256];
+	sfmt(cmd, sizeof(cmd), "%s --version >/dev/null 2>&1", cc);
+	if (system(cmd) != 0) {
+		sfmt(g_why, sizeof(g_why), "no C compiler (%s)", cc);
+		return false;
+	}
+	const char *tmp = getenv("TMPDIR");
+	if (!sfmt(g_dir, sizeof(g_dir), "%s/ve_policy_XXXXXX", tmp && *tmp ? tmp : P_tmpdir) ||
+	    !mkdtemp(g_dir)) {
+		sfmt(g_why, sizeof(g_why), "mkdtemp: %s", strerror(errno));
+		g_dir[0] = 0;
+		return false;
+	}
+	atexit(cleanup_build);
+	char src[PATH_MAX + 16];
+	sfmt(src, sizeof(src), "%s/policy.c", g_dir);
+	FILE *f = fopen(src, "w");
+	if (!f || fputs(script_head, f) < 0 || fputs(script_ctl_src, f) < 0 ||
+	    fputs(script_src, f) < 0 || fclose(f)) {
+		sfmt(g_why, sizeof(g_why), "cannot write %s", src);
+		return false;
+	}
+	static const char *const defs[3] = {"-DSCRIPT_ABI=VE_POLICY_ABI_VERSION", "-DSCRIPT_ABI=99",
+					    "-DSCRIPT_ABI=1 -DSCRIPT_NO_ENTRY"};
+	static const char *const names[3] = {"good", "abi99", "noentry"};
+	for (int i = 0; i < 3; i++) {
+		bool ok = sfmt(g_so[i], PATH_MAX, "%s/%s.so", g_dir, names[i]);
+		ok =
+		    ok &&
+		    sfmt(
+			cmd, sizeof(cmd),
+			"%s -std=c11 -shared -fPIC -Wall -Werror %s -I'%s/include' -I'%s/src' '%s' "
+			"-o '%s'",
+			cc, defs[i], root, root, src, g_so[i]);
+		if (!ok || system(cmd) != 0) {
+			/* A compiler that works but refuses our source is a test bug. */
+			sfmt(g_why, sizeof(g_why), "compiling the test policy failed: %s", cmd);
+			g_built = -2;
+			return false;
+		}
+	}
+	g_built = 1;
+	return true;
+}
+
+/* Skips the current test where no policy can be built here; fails it if
+ * the build itself broke. */
+static void need_policies(void)
+{
+	if (build_policies())
+		return;
+	VE_CHECK_MSG(g_built != -2, "%s", g_why);
+	VE_SKIP(g_why);
+}
+
+/* The scripted policy's control block, as loaded by the coordinator. */
+struct scripted {
+	struct ve_coord *c;
+	void *h;
+	struct script_ctl *s;
+};
+
+static void scripted_open(struct scripted *sp, bool keep)
+{
+	need_policies();
+	struct ve_coord_config cfg = {.leaf_sms = h200,
+				      .nleaves = 16,
+				      .max_clients = 8,
+				      .policy = g_so[0],
+				      .log_decisions = true,
+				      .keep_leases = keep};
+	char err[512] = "";
+	int rc = ve_coord_create(&cfg, &sp->c, err, sizeof(err));
+	VE_CHECK_MSG(rc == 0, "%s", err);
+	/* Same path: the object the coordinator loaded (a reference of our own). */
+	sp->h = dlopen(g_so[0], RTLD_NOW | RTLD_NOLOAD);
+	VE_CHECK(sp->h != NULL);
+	sp->s = dlsym(sp->h, "script_ctl");
+	VE_CHECK(sp->s != NULL);
+	memset(sp->s, 0, sizeof(*sp->s));
+	sp->s->entry = -1;
+	VE_CHECK_EQ(strcmp(ve_coord_policy_name(sp->c), "scripted"), 0);
+	add_clients(sp->c, 3);
+}
+
+static void scripted_close(struct scripted *sp)
+{
+	ve_coord_destroy(sp->c);
+	dlclose(sp->h);
+}
+
+/* One round proposing (slot, entry, flags); returns the bindings made. */
+static int propose(struct scripted *sp, int32_t slot, int32_t entry, uint32_t flags,
+		   struct ve_binding *b)
+{
+	sp->s->slots[0] = slot;
+	sp->s->nslots = 1;
+	sp->s->next = 0;
+	sp->s->repeat = 0;
+	sp->s->entry = entry;
+	sp->s->flags = flags;
+	return ve_coord_schedule(sp->c, b, 4);
+}
+
+/* A proposal that validation must refuse, with 'reason' in the decision log
+ * and in the policy's notification; the op stays ready. */
+static void expect_reject(struct scripted *sp, uint32_t client, uint64_t tok, int32_t entry,
+			  uint32_t flags, const char *reason)
+{
+	struct ve_binding b[4];
+	int32_t slot = slot_of(sp->c, client, tok);
+	VE_CHECK(slot >= 0);
+	uint32_t nready = ve_coord_view(sp->c)->nready;
+	uint32_t rej = sp->s->nrejected;
+	uint64_t busy = ve_coord_pool(sp->c)->busy;
+	struct capture cp;
+	cap_begin(&cp);
+	int n = propose(sp, slot, entry, flags, b);
+	char *log = cap_end(&cp);
+	VE_CHECK(log != NULL);
+	bool in_log = strstr(log, "verdict=reject") && strstr(log, reason);
+	free(log);
+	VE_CHECK_EQ(n, 0);
+	VE_CHECK_MSG(in_log, "decision log lacks the rejection '%s'", reason);
+	VE_CHECK_EQ(sp->s->nrejected, rej + 1);
+	VE_CHECK_MSG(strstr(sp->s->reason, reason), "notified reason '%s', expected '%s'",
+		     sp->s->reason, reason);
+	VE_CHECK_EQ(ve_coord_view(sp->c)->nready, nready);
+	VE_CHECK_EQ(slot_of(sp->c, client, tok), slot);
+	VE_CHECK_EQ(ve_coord_pool(sp->c)->busy, busy);
+}
+
+VE_TEST(validation_rejects_bad_proposals_with_reasons)
+{
+	struct scripted sp;
+	scripted_open(&sp, false);
+	struct ve_coord *c = sp.c;
+	struct ve_pool *p = ve_coord_pool(c);
+	struct ve_binding b[4];
+	VE_CHECK_EQ(sp.s->nadded, 3);
+
+	/* Client 0 leases leaf 0 (entry 1). */
+	ready(c, 0, 1, K_FLAT, 10, 0, 0);
+	VE_CHECK_EQ(propose(&sp, slot_of(c, 0, 1), 1, 0, b), 1);
+	VE_CHECK_EQ(b[0].entry, 1);
+	VE_CHECK_EQ(sp.s->nbound, 1);
+
+	ready(c, 1, 2, K_FLAT, 20, 0, 0);
+	ready(c, 1, 3, K_FLAT, 30, 24, VE_READY_COOPERATIVE);
+	/* A slot that holds no ready op (the bound op's, now free, or one never
+	 * used): refused, with a warning in the log. */
+	struct capture cp;
+	cap_begin(&cp);
+	int n = propose(&sp, 7, 2, 0, b);
+	char *log = cap_end(&cp);
+	VE_CHECK(log && strstr(log, "picked slot 7, which holds no ready op"));
+	free(log);
+	VE_CHECK_EQ(n, 0);
+	VE_CHECK_EQ(ve_coord_view(c)->nready, 2);
+	struct ve_coord_stats st;
+	ve_coord_stats(c, &st);
+	VE_CHECK_EQ(st.rejects, 1);
+	/* Out of range. */
+	expect_reject(&sp, 1, 2, 999, 0, "no such entry");
+	/* Smaller than the launch's minimum: 16 SMs for a 24-SM cooperative op. */
+	expect_reject(&sp, 1, 3, 23, 0, "entry smaller than the launch needs");
+	/* Another client's lease, without asking to share. */
+	expect_reject(&sp, 1, 2, 1, 0, "conflicts with a busy entry");
+	/* Overlapping another client's lease (the pair containing leaf 0). */
+	expect_reject(&sp, 1, 2, 23, 0, "conflicts with a busy entry");
+	expect_reject(&sp, 1, 2, 23, VE_BIND_SHARE, "conflicts with a busy entry");
+	/* The same client's entry with work running, without asking to share. */
+	ready(c, 0, 4, K_FLAT, 40, 0, 0);
+	expect_reject(&sp, 0, 4, 1, 0, "did not ask to share");
+	/* With VE_BIND_SHARE both are fine. */
+	VE_CHECK_EQ(propose(&sp, slot_of(c, 0, 4), 1, VE_BIND_SHARE, b), 1);
+	VE_CHECK_EQ(propose(&sp, slot_of(c, 1, 2), 1, VE_BIND_SHARE, b + 1), 1);
+	VE_CHECK_EQ(p->e[1].holder, VE_HOLDER_SHARED);
+	VE_CHECK_EQ(p->e[1].outstanding, 3);
+
+	/* A draining entry: nothing new enters, not even for its holder. */
+	ready(c, 2, 5, K_FLAT, 50, 0, 0);
+	VE_CHECK_EQ(propose(&sp, slot_of(c, 2, 5), 2, 0, b + 2), 1); /* leaf 1 */
+	VE_CHECK_EQ(ve_pool_close_gate(p, 2), 0);
+	VE_CHECK_EQ(p->e[2].state, VE_ENTRY_DRAINING);
+	ready(c, 2, 6, K_FLAT, 60, 0, 0);
+	expect_reject(&sp, 2, 6, 2, VE_BIND_SHARE, "gate closed (draining)");
+	VE_CHECK_EQ(ve_coord_done(c, 2, 2, K_FLAT, 0), 0);
+	VE_CHECK_EQ(p->e[2].state, VE_ENTRY_IDLE);
+
+	/* Another client's reservation. */
+	VE_CHECK_EQ(ve_pool_reserve(p, 3, 0), 0);
+	expect_reject(&sp, 2, 6, 3, VE_BIND_SHARE, "reserved for another client");
+	/* SMs claimed by another client's pending reservation: leaves 0-3
+	 * (entry 19) wait for leaf 0's lease; leaf 2 (entry 4) is claimed. */
+	VE_CHECK_EQ(ve_pool_unreserve(p, 3), 0);
+	VE_CHECK_EQ(ve_pool_reserve(p, 19, 0), VE_POOL_PENDING);
+	expect_reject(&sp, 2, 6, 4, 0, "claimed by a pending reservation");
+	/* The claimant itself may use free entries inside its claim. */
+	ready(c, 0, 7, K_FLAT, 70, 0, 0);
+	VE_CHECK_EQ(propose(&sp, slot_of(c, 0, 7), 4, 0, b + 3), 1);
+	VE_CHECK_EQ(ve_coord_done(c, 0, 4, K_FLAT, 0), 0);
+	VE_CHECK_EQ(ve_pool_unreserve(p, 19), 0);
+
+	/* Every refusal left the op ready and counted. */
+	ve_coord_stats(c, &st);
+	VE_CHECK_EQ(st.rejects, 1 + (uint64_t)sp.s->nrejected);
+	VE_CHECK_EQ(ve_coord_view(c)->nready, 2); /* ops 3 and 6 */
+
+	/* A policy that keeps proposing refused bindings: the round ends after
+	 * four rejections instead of spinning. */
+	for (uint64_t i = 8; i < 12; i++)
+		ready(c, 2, i, K_FLAT, 10 * i, 0, 0);
+	uint32_t rej = sp.s->nrejected, picks0 = sp.s->npicks;
+	sp.s->slots[0] = slot_of(c, 1, 3);
+	sp.s->slots[1] = slot_of(c, 2, 6);
+	for (int i = 0; i < 4; i++)
+		sp.s->slots[2 + i] = slot_of(c, 2, 8 + (uint64_t)i);
+	sp.s->nslots = 6;
+	sp.s->next = 0;
+	sp.s->repeat = 1;
+	sp.s->entry = 999;
+	VE_CHECK_EQ(ve_coord_schedule(c, b, 4), 0);
+	VE_CHECK_EQ(sp.s->nrejected - rej, 4);
+	VE_CHECK_EQ(sp.s->npicks - picks0, 4);
+	VE_CHECK_EQ(ve_coord_view(c)->nready, 6);
+	/* A policy picking the same op twice in a round ends it too. */
+	sp.s->nslots = 1;
+	sp.s->entry = -1;
+	uint32_t picks = sp.s->npicks;
+	VE_CHECK_EQ(ve_coord_schedule(c, b, 4), 0);
+	VE_CHECK_EQ(sp.s->npicks - picks, 2);
+	scripted_close(&sp);
+}
+
+VE_TEST(scripted_submit_failure_back_at_its_age)
+{
+	struct scripted sp;
+	scripted_open(&sp, false);
+	struct ve_coord *c = sp.c;
+	const struct ve_pool *p = ve_coord_pool(c);
+	struct ve_binding b[4];
+	for (uint64_t i = 1; i <= 5; i++)
+		ready(c, 0, i, K_FLAT, 10 * i, 0, 0);
+	/* Bind the middle one, on a shared lease with another op. */
+	VE_CHECK_EQ(propose(&sp, slot_of(c, 0, 3), 17, 0, b), 1);
+	VE_CHECK_EQ(propose(&sp, slot_of(c, 0, 1), 17, VE_BIND_SHARE, b + 1), 1);
+	VE_CHECK_EQ(p->e[17].outstanding, 2);
+	VE_CHECK_EQ(ve_coord_submit_failed(c, &b[0], -EIO), 0);
+	/* The lease stays (the other op runs), the count is undone. */
+	VE_CHECK_EQ(p->e[17].state, VE_ENTRY_LEASED);
+	VE_CHECK_EQ(p->e[17].outstanding, 1);
+	uint64_t t[8];
+	VE_CHECK_EQ(ready_toks(c, 0, t, 8), 4);
+	VE_CHECK(t[0] == 2 && t[1] == 3 && t[2] == 4 && t[3] == 5);
+	VE_CHECK_EQ(ve_coord_view(c)->clients[0].running, 1);
+	VE_CHECK_EQ(ve_coord_submit_failed(c, &b[1], -EIO), 0);
+	VE_CHECK_EQ(p->e[17].state, VE_ENTRY_IDLE);
+	VE_CHECK_EQ(ready_toks(c, 0, t, 8), 5);
+	for (int i = 0; i < 5; i++)
+		VE_CHECK_EQ(t[i], (uint64_t)i + 1);
+	VE_CHECK_EQ(p->busy, 0);
+	/* Notifications: 2 bound; completions do not count failed submissions. */
+	VE_CHECK_EQ(sp.s->nbound, 2);
+	VE_CHECK_EQ(sp.s->ncompleted, 0);
+	scripted_close(&sp);
+}
+
+VE_TEST(external_policy_so_loads_and_wrong_abi_is_refused)
+{
+	need_policies();
+	const struct ve_policy_ops *ops = NULL;
+	const char *args = NULL;
+	void *h = NULL;
+	char err[512] = "";
+	char spec[PATH_MAX + 32];
+	sfmt(spec, sizeof(spec), "%s:alpha=1", g_so[0]);
+	VE_CHECK_EQ(ve_policy_resolve(spec, &ops, &args, &h, err, sizeof(err)), 0);
+	VE_CHECK(ops && h);
+	VE_CHECK_EQ(strcmp(ops->name, "scripted"), 0);
+	VE_CHECK_EQ(ops->abi_version, VE_POLICY_ABI_VERSION);
+	VE_CHECK_EQ(strcmp(args, "alpha=1"), 0);
+	dlclose(h);
+
+	/* Through the coordinator, with its arguments; a failing init is refused. */
+	struct ve_coord_config cfg = {.leaf_sms = h200, .nleaves = 16, .policy = spec};
+	struct ve_coord *c = NULL;
+	VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), 0);
+	void *own = dlopen(g_so[0], RTLD_NOW | RTLD_NOLOAD);
+	VE_CHECK(own != NULL);
+	struct script_ctl *s = dlsym(own, "script_ctl");
+	VE_CHECK(s != NULL);
+	VE_CHECK_EQ(strcmp(s->args, "alpha=1"), 0);
+	uint32_t fini = s->nfini;
+	ve_coord_destroy(c);
+	VE_CHECK_EQ(s->nfini, fini + 1);
+	sfmt(spec, sizeof(spec), "%s:fail", g_so[0]);
+	c = NULL;
+	VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), -EINVAL);
+	VE_CHECK(c == NULL);
+	VE_CHECK_MSG(strstr(err, "rejected its arguments 'fail'"), "message: %s", err);
+	dlclose(own);
+
+	/* Another ABI version: refused, with a message that says what to do. */
+	h = (void *)1;
+	err[0] = 0;
+	VE_CHECK_EQ(ve_policy_resolve(g_so[1], &ops, &args, &h, err, sizeof(err)), -EPROTO);
+	VE_CHECK(h == NULL);
+	VE_CHECK_MSG(strstr(err, "built for policy ABI version 99") &&
+			 strstr(err, "speaks version 1") && strstr(err, "rebuild it"),
+		     "message: %s", err);
+	cfg.policy = g_so[1];
+	VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), -EPROTO);
+	VE_CHECK(strstr(err, "ABI version 99"));
+	/* No entry point, or no such file. */
+	VE_CHECK_EQ(ve_policy_resolve(g_so[2], &ops, &args, &h, err, sizeof(err)), -ENOENT);
+	VE_CHECK_MSG(strstr(err, "does not export ve_policy_entry()"), "message: %s", err);
+	char missing[PATH_MAX + 16];
+	sfmt(missing, sizeof(missing), "%s/none.so", g_dir);
+	VE_CHECK_EQ(ve_policy_resolve(missing, &ops, &args, &h, err, sizeof(err)), -ENOENT);
+	VE_CHECK(strstr(err, "cannot load policy"));
+	/* Built-ins by name; unknown names list them. */
+	VE_CHECK_EQ(ve_policy_resolve("tput:min_gain=0.1", &ops, &args, &h, err, sizeof(err)), 0);
+	VE_CHECK(h == NULL && strcmp(ops->name, "tput") == 0 && strcmp(args, "min_gain=0.1") == 0);
+	VE_CHECK_EQ(ve_policy_resolve("nosuch", &ops, &args, &h, err, sizeof(err)), -ENOENT);
+	VE_CHECK(strstr(err, "tput, tpot, fixed, whole, chaos"));
+}
