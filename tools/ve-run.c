@@ -49,9 +49,13 @@ static int exists(const char *p)
 }
 
 /* libve.so next to this executable, or in ../lib relative to it. */
-static int find_lib(const char *argv0, char *out, size_t len)
+#define LIB_PATH_MAX (PATH_MAX + 64)
+
+/* out must hold LIB_PATH_MAX bytes. */
+static int find_lib(const char *argv0, char out[LIB_PATH_MAX])
 {
 	const char *env = getenv("VE_LIB");
+	size_t len = LIB_PATH_MAX;
 	if (env && *env) {
 		snprintf(out, len, "%s", env);
 		return exists(out) ? 0 : -ENOENT;
@@ -149,15 +153,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ve-run: --class/VE_CLASS must be batch or latency, not '%s'\n", cls);
 		return 2;
 	}
-	char lib[PATH_MAX];
+	char lib[LIB_PATH_MAX];
 	if (lib_opt)
 		setenv("VE_LIB", lib_opt, 1);
-	if (find_lib(argv[0], lib, sizeof(lib))) {
+	if (find_lib(argv[0], lib)) {
 		fprintf(stderr, "ve-run: cannot find libve.so (next to ve-run, or set VE_LIB)\n");
 		return 2;
 	}
 	const char *old = getenv("LD_PRELOAD");
-	char pre[2 * PATH_MAX];
+	char pre[2 * LIB_PATH_MAX];
 	if (old && *old)
 		snprintf(pre, sizeof(pre), "%s:%s", lib, old);
 	else
