@@ -26,7 +26,7 @@ part_build() {
 	note "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 	nvidia-smi > "$OUTDIR/logs/nvidia-smi.txt" 2>&1
 	note "build"
-	make -j"$(nproc)" all > "$OUTDIR/logs/build.log" 2>&1 || { tail -30 "$OUTDIR/logs/build.log"; return 1; }
+	make -j"$(nproc)" $B/libve.so $B/ve-run $B/ve-sim > "$OUTDIR/logs/build.log" 2>&1 || { tail -30 "$OUTDIR/logs/build.log"; return 1; }
 	gcc -O2 -std=c11 -I/usr/local/cuda/include bench/gpu/launch_overhead.c \
 		-L/usr/local/cuda/lib64/stubs -lcuda -o $B/launch_overhead >> "$OUTDIR/logs/build.log" 2>&1
 	gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include \
@@ -34,7 +34,7 @@ part_build() {
 		src/pool/pool.c src/util/log.c -o $B/gpu_backend_check -pthread -ldl -lm -lrt \
 		>> "$OUTDIR/logs/build.log" 2>&1
 	if [ -x tests/gpu/build.sh ]; then
-		tests/gpu/build.sh $B/gpu >> "$OUTDIR/logs/build.log" 2>&1 || note "tests/gpu build failed (see build.log)"
+		JOBS=$(nproc) tests/gpu/build.sh $B/gpu >> "$OUTDIR/logs/build.log" 2>&1 || note "tests/gpu build failed (see build.log)"
 	fi
 	note "build done"
 }
@@ -46,7 +46,7 @@ part_suite() {
 	tail -5 "$OUTDIR/logs/backend.txt"
 	if [ -x tests/gpu/run.sh ]; then
 		note "CUDA C suite: native, tput, chaos"
-		VE_BUILD=$B timeout 400 tests/gpu/run.sh $B/gpu "$OUTDIR/logs/suite" > "$OUTDIR/logs/suite.txt" 2>&1
+		GPU_BIN=$B/gpu VE_BUILD=$B timeout 400 tests/gpu/run.sh "$OUTDIR/logs/suite" > "$OUTDIR/logs/suite.txt" 2>&1
 		tail -25 "$OUTDIR/logs/suite.txt"
 	fi
 }
@@ -54,7 +54,7 @@ part_suite() {
 part_torch() {
 	for mode in native chaos tput; do
 		note "torch determinism: $mode"
-		REPS=${REPS:-20} timeout 300 bash -c "$(declare -f run_mode); VERUN=$VERUN; run_mode $mode python3 bench/gpu/torch_determinism.py $mode" \
+		REPS=${REPS:-20} timeout ${TORCH_TIMEOUT:-150} bash -c "$(declare -f run_mode); VERUN=$VERUN; run_mode $mode python3 bench/gpu/torch_determinism.py $mode" \
 			> "$OUTDIR/det-$mode.json" 2> "$OUTDIR/logs/det-$mode.err"
 		echo "rc=$?" >> "$OUTDIR/logs/det-$mode.err"
 		tail -3 "$OUTDIR/logs/det-$mode.err"
