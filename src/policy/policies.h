@@ -10,6 +10,7 @@ extern const struct ve_policy_ops ve_policy_tpot;
 extern const struct ve_policy_ops ve_policy_fixed;
 extern const struct ve_policy_ops ve_policy_whole;
 extern const struct ve_policy_ops ve_policy_chaos;
+extern const struct ve_policy_ops ve_policy_sweep;
 
 /* Shared helpers. */
 /* Parses "k=v,k=v" argument strings: calls fn(key, value, arg) per pair;

@@ -11,6 +11,7 @@
 
 static const struct ve_policy_ops *const builtins[] = {
 	&ve_policy_tput, &ve_policy_tpot, &ve_policy_fixed, &ve_policy_whole, &ve_policy_chaos,
+	&ve_policy_sweep,
 };
 
 const struct ve_policy_ops *ve_policy_builtin(const char *name)
@@ -23,7 +24,7 @@ const struct ve_policy_ops *ve_policy_builtin(const char *name)
 
 const char *ve_policy_builtin_names(void)
 {
-	return "tput, tpot, fixed, whole, chaos";
+	return "tput, tpot, fixed, whole, chaos, sweep";
 }
 
 int ve_policy_resolve(const char *spec, const struct ve_policy_ops **ops, const char **args,
