@@ -58,7 +58,7 @@ endif
 
 ALL := $(LIB) $(TOOLS) $(DAEMON) $(SHIM_LIB) $(FAKE_LIB)
 
-.PHONY: all run test check bench clean format
+.PHONY: all run test check bench clean format fuzz
 # Keep objects of chained rules (tests, tools): no rebuilds, no "rm" noise.
 .SECONDARY:
 all: $(ALL)
@@ -129,6 +129,24 @@ run: $(BUILD)/ve-sim
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+# libFuzzer over the IPC record decoder, the ved control messages and ved's
+# engine (tests/fuzz/fuzz_records.c; docs/daemon.md, "Fuzzing"). Needs clang with
+# libFuzzer (Debian: clang-14 + libclang-rt-14-dev). FUZZ_SECS bounds the run;
+# the corpus persists in $(BUILD)/fuzz/corpus. CI runs the same target without
+# libFuzzer through tests/unit/test_fuzz_records.c.
+FUZZ_CC   ?= clang
+FUZZ_SECS ?= 60
+fuzz: $(BUILD)/fuzz/fuzz_records
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_records -max_total_time=$(FUZZ_SECS) -max_len=4096 -print_final_stats=1 \
+		$(BUILD)/fuzz/corpus
+
+$(BUILD)/fuzz/fuzz_records: tests/fuzz/fuzz_records.c $(CORE_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Iinclude -Isrc -D_GNU_SOURCE -std=c11 -O1 -g -pthread \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		tests/fuzz/fuzz_records.c $(CORE_SRC) -o $@ $(LDLIBS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,0 +1,1099 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ved: one per GPU device. Owns the pool's lease state and runs the policy
+ * for every client process through the same coordinator the embedded
+ * placement uses (src/dispatch/serve.h wraps it for records). docs/daemon.md
+ * is the user's view; this file is the loop:
+ *
+ *   for each client: pop its records (serve checks each one), apply them
+ *   if anything changed (or ops wait and a tick is due): schedule
+ *   push bindings to each client's ring (a full ring keeps them queued)
+ *   nothing moved for spin_us: announce 'sleeping' in every segment,
+ *   re-check every ring, then epoll_wait on the listening socket, every
+ *   control socket, every client's doorbell eventfd and a signalfd
+ *
+ * The lost-wake-up argument is in ipc/ctl.h (struct ve_ved_words).
+ */
+#include "daemon/ved.h"
+#include "dispatch/serve.h"
+#include "ipc/ctl.h"
+#include "ipc/fdpass.h"
+#include "ipc/ring.h"
+#include "ipc/shm.h"
+#include "util/futex.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <libgen.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define MAX_CONNS  160 /* registered clients plus tools */
+#define BATCH	   64
+#define TAG_LISTEN 1u
+#define TAG_SIGNAL 2u
+#define TAG_CONN   3u
+#define TAG_BELL   4u
+
+struct vconn {
+	bool used, registered;
+	int fd, efd;
+	uint32_t id; /* serve's client id */
+	pid_t pid;
+	uid_t uid;
+	struct ve_shm shm;
+	struct ve_ring_consumer in;  /* client -> ved */
+	struct ve_ring_producer out; /* ved -> client */
+	struct ve_ved_words *w;
+	uint64_t last_completions;
+	double ops_per_s;
+};
+
+struct ved {
+	struct ved_config cfg;
+	char lock_path[128];
+	int lfd, lockfd, epfd, sigfd;
+	bool own_socket;
+	struct ve_serve *srv;
+	char pool_desc[128];
+	struct vconn conn[MAX_CONNS];
+	struct vconn *by_id[VE_COORD_MAX_CLIENTS];
+	uint32_t nregistered;
+	uint64_t start_ns;
+	uint64_t next_beat, next_rate, next_stats, next_tick;
+	uint64_t sleeps, wakeups, refused;
+	uint64_t rate_records, rate_ns;
+	double records_per_s;
+	int mps;
+	bool mps_warned;
+	struct ve_rec recs[BATCH];
+	union {
+		uint8_t b[VE_CTL_MAX_MSG];
+		uint64_t align;
+	} msg;
+};
+
+static uint64_t tag(uint32_t kind, uint32_t idx)
+{
+	return (uint64_t)kind << 32 | idx;
+}
+
+/* ------------------------------------------------------------------ pool */
+
+static void describe_pool(struct ved *d)
+{
+	const struct ve_pool *p = ve_serve_pool(d->srv);
+	char leaves[96];
+	ved_format_leaves(p->leaf_sms, p->nleaves, leaves, sizeof(leaves));
+	snprintf(d->pool_desc, sizeof(d->pool_desc), "%u leaves (%s SMs), %u entries", p->nleaves,
+		 leaves, p->nentries);
+}
+
+static int make_serve(struct ved *d, const uint32_t *leaf_sms, uint32_t nleaves,
+		      uint32_t max_entries, char *err, size_t errlen)
+{
+	struct ve_serve_config sc = {
+	    .coord = {.leaf_sms = leaf_sms,
+		      .nleaves = nleaves,
+		      .max_entries = max_entries,
+		      .max_clients = d->cfg.max_clients,
+		      .policy = d->cfg.policy,
+		      .profile_path = d->cfg.profile[0] ? d->cfg.profile : NULL,
+		      .seed = ve__now_ns(),
+		      .log_decisions = d->cfg.log_level >= VE_LOG_DEBUG},
+	    .client_ops = d->cfg.client_ops,
+	    .trace_events = d->cfg.trace_events,
+	    .check = d->cfg.check,
+	    .check_abort = d->cfg.check,
+	};
+	int rc = ve_serve_create(&sc, &d->srv, err, errlen);
+	if (rc)
+		return rc;
+	describe_pool(d);
+	VE_INFO("ved: pool of %s, policy %s", d->pool_desc,
+		ve_coord_policy_name(ve_serve_coord(d->srv)));
+	return 0;
+}
+
+/* ------------------------------------------------------------------ socket, lock */
+
+static int private_dir(const char *dir, const struct ved_config *c)
+{
+	struct stat st;
+	if (lstat(dir, &st) < 0) {
+		if (errno != ENOENT || mkdir(dir, c->group[0] ? 0750 : 0700) < 0) {
+			fprintf(stderr, "ved: cannot create socket directory %s: %s\n", dir,
+				strerror(errno));
+			return -1;
+		}
+		if (c->group[0] && (chown(dir, (uid_t)-1, c->gid) < 0 || chmod(dir, 0750) < 0)) {
+			fprintf(stderr, "ved: cannot give %s to group %s: %s\n", dir, c->group,
+				strerror(errno));
+			return -1;
+		}
+		if (lstat(dir, &st) < 0)
+			return -1;
+	}
+	/* Nobody else may create or replace the socket in there. */
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 022)) {
+		fprintf(stderr,
+			"ved: %s must be a directory owned by uid %u and writable by it only "
+			"(found mode %o, owner %u)\n",
+			dir, (unsigned)getuid(), (unsigned)(st.st_mode & 07777),
+			(unsigned)st.st_uid);
+		return -1;
+	}
+	return 0;
+}
+
+static int take_lock(struct ved *d)
+{
+	for (int tries = 0; tries < 5; tries++) {
+		int fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0) {
+			fprintf(stderr, "ved: cannot open lock file %s: %s\n", d->lock_path,
+				strerror(errno));
+			return -1;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			char pid[32] = "?";
+			ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+			pid[n > 0 ? n : 1] = 0;
+			pid[strcspn(pid, "\n")] = 0;
+			fprintf(stderr,
+				"ved: another ved (pid %s) already serves device %d on %s; stop it "
+				"first (one ved per device)\n",
+				pid, d->cfg.device, d->cfg.socket);
+			close(fd);
+			return -1;
+		}
+		/* The file we locked must still be the one at the path: a ved that
+		 * exits unlinks it, and a lock on an unlinked file guards nothing. */
+		struct stat a, b;
+		if (fstat(fd, &a) == 0 && stat(d->lock_path, &b) == 0 && a.st_ino == b.st_ino &&
+		    a.st_dev == b.st_dev) {
+			char pid[32];
+			int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+			if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+				VE_WARN("ved: cannot write our pid into %s", d->lock_path);
+			d->lockfd = fd;
+			return 0;
+		}
+		close(fd);
+	}
+	fprintf(stderr, "ved: lock file %s keeps changing; giving up\n", d->lock_path);
+	return -1;
+}
+
+static int listen_socket(struct ved *d)
+{
+	char dirbuf[sizeof(d->cfg.socket)];
+	snprintf(dirbuf, sizeof(dirbuf), "%s", d->cfg.socket);
+	if (private_dir(dirname(dirbuf), &d->cfg))
+		return -1;
+	if (ve_ctl_lock_path(d->cfg.socket, d->lock_path, sizeof(d->lock_path))) {
+		fprintf(stderr, "ved: socket path too long: %s\n", d->cfg.socket);
+		return -1;
+	}
+	if (take_lock(d))
+		return -1;
+	struct stat st;
+	if (lstat(d->cfg.socket, &st) == 0) {
+		/* We hold the lock, so no live ved owns it: a crashed one left it. */
+		if (!S_ISSOCK(st.st_mode)) {
+			fprintf(stderr, "ved: %s exists and is not a socket; not touching it\n",
+				d->cfg.socket);
+			return -1;
+		}
+		unlink(d->cfg.socket);
+		VE_INFO("ved: removed the stale socket %s of a ved that did not exit cleanly",
+			d->cfg.socket);
+	}
+	d->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (d->lfd < 0)
+		return -1;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->cfg.socket);
+	mode_t old = umask(077);
+	int rc = bind(d->lfd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc < 0) {
+		fprintf(stderr, "ved: cannot bind %s: %s\n", d->cfg.socket, strerror(errno));
+		return -1;
+	}
+	d->own_socket = true;
+	if (d->cfg.group[0] &&
+	    (chown(d->cfg.socket, (uid_t)-1, d->cfg.gid) < 0 || chmod(d->cfg.socket, 0660) < 0)) {
+		fprintf(stderr, "ved: cannot give %s to group %s: %s\n", d->cfg.socket,
+			d->cfg.group, strerror(errno));
+		return -1;
+	}
+	if (listen(d->lfd, 64) < 0)
+		return -1;
+	return 0;
+}
+
+static void cleanup_files(struct ved *d)
+{
+	if (d->own_socket)
+		unlink(d->cfg.socket);
+	if (d->lockfd >= 0) {
+		unlink(d->lock_path);
+		close(d->lockfd);
+		d->lockfd = -1;
+	}
+}
+
+/* ------------------------------------------------------------------ connections */
+
+static void conn_close(struct ved *d, struct vconn *c, const char *why, bool violation)
+{
+	if (c->registered) {
+		struct ve_serve_client_info ci;
+		ve_serve_client_info(d->srv, c->id, &ci);
+		uint32_t reclaimed = ve_serve_client_remove(d->srv, c->id);
+		d->by_id[c->id] = NULL;
+		d->nregistered--;
+		if (violation)
+			VE_WARN("ved: client %u (pid %d, %s) disconnected: %s; %u ops reclaimed",
+				c->id, (int)c->pid, ci.name, why, reclaimed);
+		else
+			VE_INFO(
+			    "ved: client %u (pid %d, %s) left (%s): %llu ops done, %u reclaimed, "
+			    "its leases released; %u clients",
+			    c->id, (int)c->pid, ci.name, why, (unsigned long long)ci.completions,
+			    reclaimed, d->nregistered);
+		ve_shm_set_state(&c->shm, VE_SIDE_COORD, VE_IPC_S_DETACHED);
+		ve_shm_fini(&c->shm);
+		if (c->efd >= 0) {
+			epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->efd, NULL);
+			close(c->efd);
+		}
+	}
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	memset(c, 0, sizeof(*c));
+	c->fd = c->efd = -1;
+}
+
+static int send_refuse(int fd, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int send_refuse(int fd, int status, const char *fmt, ...)
+{
+	struct ve_ctl_refuse m;
+	memset(&m, 0, sizeof(m));
+	ve_ctl_hdr_init(&m.h, VE_CTL_REFUSE, sizeof(m));
+	m.status = status;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m.msg, sizeof(m.msg), fmt, ap);
+	va_end(ap);
+	for (char *p = m.msg; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			*p = ' ';
+	size_t n = strlen(m.msg);
+	memset(m.msg + n, 0, sizeof(m.msg) - n);
+	VE_WARN("ved: refused: %s", m.msg);
+	return ve_ctl_send(fd, &m, sizeof(m));
+}
+
+static bool peer_allowed(struct ved *d, int fd, struct ucred *cr)
+{
+	socklen_t len = sizeof(*cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len) < 0)
+		return false;
+	if (cr->uid == getuid() || cr->uid == 0)
+		return true;
+	if (!d->cfg.group[0])
+		return false;
+	if (cr->gid == d->cfg.gid)
+		return true;
+	/* Supplementary groups as they were at connect (SO_PEERGROUPS, Linux 4.13). */
+	gid_t g[256];
+	len = sizeof(g);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0)
+		for (size_t i = 0; i < len / sizeof(gid_t); i++)
+			if (g[i] == d->cfg.gid)
+				return true;
+	return false;
+}
+
+static uint32_t nprocs(const struct ved *d)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < MAX_CONNS; i++) {
+		const struct vconn *c = &d->conn[i];
+		if (!c->registered)
+			continue;
+		bool seen = false;
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = d->conn[j].registered && d->conn[j].pid == c->pid;
+		n += !seen;
+	}
+	return n;
+}
+
+static void mps_check(struct ved *d)
+{
+	uint32_t n = nprocs(d);
+	if (n < 2 || d->mps_warned)
+		return;
+	char detail[512];
+	d->mps = ve_mps_probe(detail, sizeof(detail));
+	if (d->mps == VE_MPS_RUNNING) {
+		VE_INFO("ved: %u processes share device %d; %s", n, d->cfg.device, detail);
+		return;
+	}
+	d->mps_warned = true;
+	VE_WARN("ved: %u processes now share device %d, but %s: their kernels will be time-sliced, "
+		"not run side by side on their SMs. Start MPS for the device before the clients "
+		"(export CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps "
+		"CUDA_MPS_LOG_DIRECTORY=/tmp/nvidia-log; "
+		"nvidia-cuda-mps-control -d; leave CUDA_MPS_ACTIVE_THREAD_PERCENTAGE unset); see "
+		"docs/daemon.md, \"MPS\". ved starts nothing itself",
+		n, d->cfg.device, detail);
+}
+
+static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *h)
+{
+	char err[512];
+	if (c->registered) {
+		conn_close(d, c, "a second HELLO", true);
+		return;
+	}
+	if (h->ipc_version != VE_IPC_VERSION) {
+		send_refuse(c->fd, -EPROTO,
+			    "this process speaks IPC version %u, ved speaks %u: run ved and its "
+			    "clients from the same release",
+			    h->ipc_version, VE_IPC_VERSION);
+		goto refused;
+	}
+	if (h->device != d->cfg.device) {
+		send_refuse(c->fd, -ENODEV, "this ved serves device %d, not %d", d->cfg.device,
+			    h->device);
+		goto refused;
+	}
+	if (!d->srv) {
+		/* The first client tells us the split (as the backend made it) and,
+		 * unless configured, the pool bound. */
+		int rc = make_serve(d, d->cfg.nleaves ? d->cfg.leaf_sms : h->leaf_sms,
+				    d->cfg.nleaves ? d->cfg.nleaves : h->nleaves,
+				    d->cfg.pool_entries_set ? d->cfg.pool_entries : h->max_entries,
+				    err, sizeof(err));
+		if (rc) {
+			send_refuse(c->fd, rc,
+				    "ved cannot build the pool this process asks for: %s", err);
+			goto refused;
+		}
+	}
+	const struct ve_pool *p = ve_serve_pool(d->srv);
+	bool same = h->nleaves == p->nleaves && h->fingerprint == p->fingerprint;
+	for (uint32_t i = 0; same && i < p->nleaves; i++)
+		same = h->leaf_sms[i] == p->leaf_sms[i];
+	if (!same) {
+		char leaves[96];
+		ved_format_leaves(h->leaf_sms, h->nleaves, leaves, sizeof(leaves));
+		send_refuse(c->fd, -EPROTO,
+			    "pool mismatch: ved has %s (fp %016llx), this process %u leaves (%s "
+			    "SMs) bound %u (fp %016llx); use one VE_LEAF_SMS and VE_POOL_ENTRIES "
+			    "everywhere, or set ved's leaves/pool_entries",
+			    d->pool_desc, (unsigned long long)p->fingerprint, h->nleaves, leaves,
+			    h->max_entries, (unsigned long long)h->fingerprint);
+		goto refused;
+	}
+	uint32_t id;
+	int rc = ve_serve_client_add(d->srv,
+				     (h->class_flags & VE_CTL_CLASS_LATENCY) ? VE_READY_LATENCY : 0,
+				     c->pid, h->name, &id);
+	if (rc) {
+		send_refuse(c->fd, rc == -ENOSPC ? -EUSERS : rc,
+			    rc == -ENOSPC ? "ved already serves max_clients = %u clients"
+					  : "ved cannot add a client (%u)",
+			    d->cfg.max_clients);
+		goto refused;
+	}
+	struct ve_shm_opts so = {.ring_records =
+				     h->ring_records ? h->ring_records : d->cfg.ring_records,
+				 .client_id = (int32_t)id,
+				 .gid = d->cfg.group[0] ? (long)d->cfg.gid : -1};
+	if (so.ring_records > 65536)
+		so.ring_records = 65536;
+	if (so.ring_records < 16)
+		so.ring_records = 16;
+	rc = ve_shm_create_ex(&so, &c->shm);
+	if (rc == 0)
+		rc = ve_ring_consumer_init(&c->in, &c->shm.to_coord);
+	if (rc == 0)
+		rc = ve_ring_producer_init(&c->out, &c->shm.to_client);
+	c->efd = rc == 0 ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
+	if (rc || c->efd < 0) {
+		ve_serve_client_remove(d->srv, id);
+		if (c->shm.base)
+			ve_shm_fini(&c->shm);
+		send_refuse(c->fd, rc ? rc : -errno, "ved cannot create the client's segment");
+		goto refused;
+	}
+	c->w = ve_ved_words_of(&c->shm);
+	ve_shm_announce(&c->shm, VE_SIDE_COORD);
+	c->id = id;
+	c->registered = true;
+	d->by_id[id] = c;
+	d->nregistered++;
+	struct ve_ctl_welcome w;
+	memset(&w, 0, sizeof(w));
+	ve_ctl_hdr_init(&w.h, VE_CTL_WELCOME, sizeof(w));
+	w.client_id = (int32_t)id;
+	w.client_ops = ve_serve_client_ops(d->srv);
+	w.ring_records = c->shm.ring_records;
+	w.heartbeat_ms = d->cfg.heartbeat_ms;
+	w.ved_pid = (int32_t)getpid();
+	w.nprocs = nprocs(d);
+	w.mps = (uint32_t)(d->mps ? d->mps : VE_MPS_UNKNOWN);
+	w.nentries = p->nentries;
+	w.fingerprint = p->fingerprint;
+	snprintf(w.policy, sizeof(w.policy), "%s", ve_coord_policy_name(ve_serve_coord(d->srv)));
+	struct ve_ctl_doorbell db;
+	memset(&db, 0, sizeof(db));
+	ve_ctl_hdr_init(&db.h, VE_CTL_DOORBELL, sizeof(db));
+	rc = ve_fd_send(c->fd, c->shm.fd, &w, sizeof(w));
+	if (rc == 0)
+		rc = ve_fd_send(c->fd, c->efd, &db, sizeof(db));
+	if (rc) {
+		conn_close(d, c, "registration reply failed", false);
+		return;
+	}
+	struct epoll_event ev = {.events = EPOLLIN,
+				 .data.u64 = tag(TAG_BELL, (uint32_t)(c - d->conn))};
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, c->efd, &ev);
+	VE_INFO("ved: client %u joined: pid %d (%s), %s class, %u-record rings; %u clients", id,
+		(int)c->pid, h->name, (h->class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch",
+		c->shm.ring_records, d->nregistered);
+	mps_check(d);
+	return;
+refused:
+	d->refused++;
+	conn_close(d, c, "refused", false);
+}
+
+static void do_status(struct ved *d, struct vconn *c)
+{
+	struct ve_ctl_status *m = (void *)d->msg.b;
+	memset(m, 0, sizeof(*m));
+	m->ved_pid = (int32_t)getpid();
+	m->device = d->cfg.device;
+	m->uptime_ns = ve__now_ns() - d->start_ns;
+	m->max_clients = d->cfg.max_clients;
+	m->mps = (uint32_t)d->mps;
+	m->records_per_s = d->records_per_s;
+	m->sleeps = d->sleeps;
+	m->wakeups = d->wakeups;
+	m->refused = d->refused;
+	struct ve_ctl_entry *e = (void *)(m + 1);
+	if (d->srv) {
+		const struct ve_pool *p = ve_serve_pool(d->srv);
+		struct ve_coord *co = ve_serve_coord(d->srv);
+		snprintf(m->policy, sizeof(m->policy), "%s", ve_coord_policy_name(co));
+		m->nentries = p->nentries;
+		m->nleaves = p->nleaves;
+		m->sm_count = p->total_sms;
+		m->fingerprint = p->fingerprint;
+		memcpy(m->leaf_sms, p->leaf_sms, p->nleaves * sizeof(uint32_t));
+		struct ve_coord_stats cs;
+		ve_coord_stats(co, &cs);
+		m->rounds = cs.rounds;
+		m->picks = cs.picks;
+		m->bindings = cs.bindings;
+		m->rejects = cs.rejects;
+		m->defers = cs.defers;
+		m->failed_submits = cs.failed_submits;
+		m->completions = cs.completions;
+		m->drains = cs.drains;
+		m->reservations = cs.reservations;
+		m->hints = cs.hints;
+		m->gate_closes = cs.gate_closes;
+		m->decide_ns = cs.decide_ns;
+		struct ve_serve_stats ss;
+		ve_serve_stats(d->srv, &ss);
+		m->records_in = ss.records_in;
+		m->records_out = ss.records_out;
+		m->reclaimed_ops = ss.reclaimed_ops;
+		m->joined = ss.joined;
+		m->left = ss.left;
+		m->protocol_errors = ss.protocol_errors;
+		for (uint32_t i = 0; i < p->nentries; i++) {
+			const struct ve_pool_entry *pe = &p->e[i];
+			e[i] = (struct ve_ctl_entry){.leaves = pe->leaves,
+						     .sms = pe->sms,
+						     .outstanding = pe->outstanding,
+						     .holder = pe->holder,
+						     .reserve_for = pe->reserve_for,
+						     .state = pe->state,
+						     .kind = pe->kind,
+						     .gate_open = pe->gate_open};
+			for (int k = 0; k < VE_CTL_MAX_SHARERS; k++)
+				e[i].sharers[k] = -1;
+			if (pe->state == VE_ENTRY_LEASED || pe->state == VE_ENTRY_DRAINING) {
+				e[i].nsharers = p->nsharers[i];
+				for (unsigned k = 0; k < p->nsharers[i]; k++)
+					e[i].sharers[k] = p->sharers[i][k];
+			}
+		}
+	}
+	struct ve_ctl_client *cl = (void *)(e + m->nentries);
+	uint64_t now = ve__now_ns();
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+		struct vconn *v = d->by_id[id];
+		if (!v)
+			continue;
+		struct ve_serve_client_info ci;
+		ve_serve_client_info(d->srv, id, &ci);
+		struct ve_ctl_client *o = &cl[m->nclients++];
+		memset(o, 0, sizeof(*o));
+		o->id = (int32_t)id;
+		o->pid = (int32_t)v->pid;
+		o->uid = (uint32_t)v->uid;
+		o->class_flags = (ci.flags & VE_READY_LATENCY) ? VE_CTL_CLASS_LATENCY : 0;
+		o->ready = ci.nready;
+		o->bound = ci.nbound;
+		o->ring_in = atomic_load_explicit(&v->shm.to_coord.sh->tail, memory_order_relaxed) -
+			     v->in.head;
+		o->ring_out = v->out.tail - atomic_load_explicit(&v->shm.to_client.sh->head,
+								 memory_order_relaxed);
+		o->overflow = ci.nqueued;
+		o->bindings = ci.bindings;
+		o->completions = ci.completions;
+		o->failed = ci.failed;
+		o->records_in = ci.records_in;
+		o->records_out = ci.records_out;
+		o->age_ns = now - ci.joined_ns;
+		o->ops_per_s = v->ops_per_s;
+		memcpy(o->name, ci.name, sizeof(o->name));
+	}
+	size_t len = sizeof(*m) + m->nentries * sizeof(*e) + m->nclients * sizeof(*cl);
+	ve_ctl_hdr_init(&m->h, VE_CTL_STATUS, (uint32_t)len);
+	if (ve_ctl_send(c->fd, m, len))
+		conn_close(d, c, "status reply failed", false);
+}
+
+/* Sends with a bound: a tool that stops reading must not stall the daemon. */
+static int send_bounded(int fd, const void *m, size_t len)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		ssize_t n = send(fd, m, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n == (ssize_t)len)
+			return 0;
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+			return -EIO;
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		poll(&p, 1, 10);
+	}
+	return -ETIMEDOUT;
+}
+
+static void do_trace(struct ved *d, struct vconn *c, const struct ve_ctl_trace_req *q)
+{
+	uint32_t cap = d->cfg.trace_events;
+	struct ve_ctl_tev *ev = cap ? calloc(cap, sizeof(*ev)) : NULL;
+	uint32_t n = ev && d->srv ? ve_serve_trace(d->srv, ev, cap) : 0;
+	if (q->max_events && n > q->max_events) {
+		memmove(ev, ev + (n - q->max_events), q->max_events * sizeof(*ev));
+		n = q->max_events;
+	}
+	struct ve_ctl_trace *m = (void *)d->msg.b;
+	uint32_t chunk = 0, off = 0;
+	do {
+		uint32_t k = n - off < VE_CTL_TRACE_CHUNK ? n - off : VE_CTL_TRACE_CHUNK;
+		size_t len = sizeof(*m) + k * sizeof(*ev);
+		ve_ctl_hdr_init(&m->h, VE_CTL_TRACE, (uint32_t)len);
+		m->nevents = k;
+		m->chunk = chunk++;
+		m->total = n;
+		if (off + k == n)
+			m->h.flags = VE_CTL_F_LAST;
+		if (k)
+			memcpy(m + 1, ev + off, k * sizeof(*ev));
+		off += k;
+		if (send_bounded(c->fd, m, len)) {
+			conn_close(d, c, "trace reply failed", false);
+			break;
+		}
+	} while (off < n);
+	free(ev);
+}
+
+static void on_conn(struct ved *d, struct vconn *c, uint32_t events)
+{
+	if (c->registered) {
+		/* A client sends nothing after HELLO: readable means gone. */
+		conn_close(d, c,
+			   (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) ? "hang-up"
+									 : "unexpected message",
+			   false);
+		return;
+	}
+	for (int k = 0; k < 8; k++) {
+		int fd = -1;
+		int n = ve_fd_recv(c->fd, &fd, d->msg.b, sizeof(d->msg.b));
+		if (fd >= 0)
+			close(fd); /* nobody passes fds to ved */
+		if (n == -EAGAIN || n == -EWOULDBLOCK)
+			return;
+		if (n <= 0) {
+			conn_close(d, c, n == 0 ? "closed" : "error", false);
+			return;
+		}
+		int rc = ve_ctl_check(d->msg.b, (size_t)n, VE_CTL_TO_VED);
+		if (rc) {
+			if (rc == -EPROTO)
+				send_refuse(c->fd, -EPROTO,
+					    "control protocol version mismatch (ved "
+					    "speaks %u)",
+					    VE_CTL_VERSION);
+			conn_close(d, c, "malformed control message", true);
+			return;
+		}
+		const struct ve_ctl_hdr *h = (const void *)d->msg.b;
+		if (h->type == VE_CTL_HELLO) {
+			struct ve_ctl_hello hello;
+			memcpy(&hello, d->msg.b, sizeof(hello));
+			do_hello(d, c, &hello);
+			return;
+		} else if (h->type == VE_CTL_STATUS_REQ) {
+			do_status(d, c);
+		} else {
+			struct ve_ctl_trace_req q;
+			memcpy(&q, d->msg.b, sizeof(q));
+			do_trace(d, c, &q);
+		}
+		if (!c->used)
+			return;
+	}
+}
+
+static void on_accept(struct ved *d)
+{
+	for (;;) {
+		int fd = accept4(d->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		struct ucred cr;
+		if (!peer_allowed(d, fd, &cr)) {
+			send_refuse(fd, -EACCES,
+				    "uid %u may not use this ved (it serves uid %u%s%s)",
+				    (unsigned)cr.uid, (unsigned)getuid(),
+				    d->cfg.group[0] ? " and group " : "", d->cfg.group);
+			d->refused++;
+			close(fd);
+			continue;
+		}
+		uint32_t i;
+		for (i = 0; i < MAX_CONNS && d->conn[i].used; i++)
+			;
+		if (i == MAX_CONNS) {
+			send_refuse(fd, -EMFILE, "ved has too many connections");
+			close(fd);
+			continue;
+		}
+		struct vconn *c = &d->conn[i];
+		memset(c, 0, sizeof(*c));
+		c->used = true;
+		c->fd = fd;
+		c->efd = -1;
+		c->pid = cr.pid;
+		c->uid = cr.uid;
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+					 .data.u64 = tag(TAG_CONN, i)};
+		epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+}
+
+/* ------------------------------------------------------------------ loop */
+
+static int pump(struct ved *d, struct vconn *c)
+{
+	int total = 0;
+	for (int iter = 0; iter < 16; iter++) {
+		int n = ve_ring_pop(&c->in, d->recs, BATCH);
+		if (n < 0) {
+			conn_close(d, c, "corrupt ring", true);
+			return total;
+		}
+		for (int i = 0; i < n; i++) {
+			int rc = ve_serve_apply(d->srv, c->id, &d->recs[i]);
+			if (rc == 1) {
+				conn_close(d, c, "BYE", false);
+				return total + n;
+			}
+			if (rc < 0) {
+				conn_close(d, c, ve_serve_error(d->srv), true);
+				return total + n;
+			}
+		}
+		total += n;
+		if (n < BATCH)
+			break;
+	}
+	return total;
+}
+
+static int flush_all(struct ved *d)
+{
+	int moved = 0;
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+		struct vconn *c = d->by_id[id];
+		if (!c || !ve_serve_queued(d->srv, id))
+			continue;
+		int n = ve_serve_flush(d->srv, id, &c->out);
+		if (n < 0) {
+			conn_close(d, c, "corrupt ring", true);
+			continue;
+		}
+		moved += n;
+	}
+	return moved;
+}
+
+static bool any_queued(struct ved *d)
+{
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
+		if (d->by_id[id] && ve_serve_queued(d->srv, id))
+			return true;
+	return false;
+}
+
+static void periodic(struct ved *d, uint64_t now)
+{
+	if (now >= d->next_beat) {
+		for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
+			if (d->by_id[id])
+				ve_shm_beat(&d->by_id[id]->shm, VE_SIDE_COORD);
+		d->next_beat = now + (uint64_t)d->cfg.heartbeat_ms * 1000000ull;
+	}
+	if (now >= d->next_rate && d->srv) {
+		struct ve_serve_stats ss;
+		ve_serve_stats(d->srv, &ss);
+		double dt = (double)(now - d->rate_ns) / 1e9;
+		uint64_t recs = ss.records_in + ss.records_out;
+		d->records_per_s = dt > 0 ? (double)(recs - d->rate_records) / dt : 0;
+		d->rate_records = recs;
+		d->rate_ns = now;
+		for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+			struct vconn *c = d->by_id[id];
+			if (!c)
+				continue;
+			struct ve_serve_client_info ci;
+			ve_serve_client_info(d->srv, id, &ci);
+			c->ops_per_s =
+			    dt > 0 ? (double)(ci.completions - c->last_completions) / dt : 0;
+			c->last_completions = ci.completions;
+		}
+		d->next_rate = now + 1000000000ull;
+	}
+	if (d->cfg.stats_interval_s && now >= d->next_stats) {
+		if (d->srv && ve__log_level >= VE_LOG_INFO) {
+			const struct ve_pool *p = ve_serve_pool(d->srv);
+			uint32_t busy = 0;
+			for (uint32_t e = 0; e < p->nentries; e++)
+				busy += p->e[e].state != VE_ENTRY_IDLE;
+			struct ve_coord_stats cs;
+			ve_coord_stats(ve_serve_coord(d->srv), &cs);
+			VE_INFO("ved: %u clients, %u of %u entries busy, %.0f records/s, %llu "
+				"bindings, "
+				"%llu completions, %llu sleeps",
+				d->nregistered, busy, p->nentries, d->records_per_s,
+				(unsigned long long)cs.bindings, (unsigned long long)cs.completions,
+				(unsigned long long)d->sleeps);
+		}
+		d->next_stats = now + (uint64_t)d->cfg.stats_interval_s * 1000000000ull;
+	}
+}
+
+/* Announce sleep in every segment, then look at every ring once more: a
+ * client that published before our store is seen here, one that publishes
+ * after it sees the flag and rings its doorbell (ctl.h). */
+static bool announce_sleep(struct ved *d)
+{
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
+		if (d->by_id[id])
+			atomic_store_explicit(&d->by_id[id]->w->daemon_sleeping, 1,
+					      memory_order_seq_cst);
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+		struct vconn *c = d->by_id[id];
+		if (c && ve__ring_cons_refresh(&c->in, memory_order_seq_cst) != 0)
+			return false; /* records (or a corrupt ring, which pump reports) */
+	}
+	return true;
+}
+
+static void end_sleep(struct ved *d)
+{
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
+		if (d->by_id[id])
+			atomic_store_explicit(&d->by_id[id]->w->daemon_sleeping, 0,
+					      memory_order_relaxed);
+}
+
+static int handle_events(struct ved *d, int timeout_ms)
+{
+	struct epoll_event ev[64];
+	int n = epoll_wait(d->epfd, ev, 64, timeout_ms);
+	int stop = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t kind = (uint32_t)(ev[i].data.u64 >> 32), idx = (uint32_t)ev[i].data.u64;
+		if (kind == TAG_LISTEN) {
+			on_accept(d);
+		} else if (kind == TAG_SIGNAL) {
+			struct signalfd_siginfo si;
+			if (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
+				VE_INFO("ved: %s: shutting down", strsignal((int)si.ssi_signo));
+				stop = 1;
+			}
+		} else if (kind == TAG_CONN && idx < MAX_CONNS && d->conn[idx].used) {
+			on_conn(d, &d->conn[idx], ev[i].events);
+		} else if (kind == TAG_BELL && idx < MAX_CONNS && d->conn[idx].registered) {
+			uint64_t v;
+			ssize_t r = read(d->conn[idx].efd, &v, sizeof(v));
+			(void)r;
+		}
+	}
+	return stop;
+}
+
+static void shutdown_clients(struct ved *d)
+{
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+		struct vconn *c = d->by_id[id];
+		if (!c)
+			continue;
+		/* Best effort: the socket's EOF tells them anyway. */
+		struct ve_rec r;
+		ve_rec_init(&r, VE_REC_SHUTDOWN);
+		ve_serve_flush(d->srv, id, &c->out);
+		struct ve_serve_client_info ci;
+		ve_serve_client_info(d->srv, id, &ci);
+		r.seq = (uint32_t)ci.records_out;
+		ve_ring_push(&c->out, &r, 1);
+		conn_close(d, c, "ved shutting down", false);
+	}
+	for (uint32_t i = 0; i < MAX_CONNS; i++)
+		if (d->conn[i].used)
+			conn_close(d, &d->conn[i], "ved shutting down", false);
+}
+
+static void run(struct ved *d)
+{
+	uint64_t spin_ns = (uint64_t)d->cfg.spin_us * 1000ull;
+	uint64_t last_work = ve__now_ns();
+	uint32_t spins = 0;
+	for (;;) {
+		int work = 0;
+		uint64_t now = ve__now_ns();
+		if (d->srv) {
+			for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
+				if (d->by_id[id])
+					work += pump(d, d->by_id[id]);
+			struct ve_coord *co = ve_serve_coord(d->srv);
+			bool tick = now >= d->next_tick && ve_coord_view(co)->nready;
+			if (ve_serve_dirty(d->srv) || tick) {
+				work += ve_serve_schedule(d->srv);
+				d->next_tick = now + 1000000ull; /* time-based policies: 1 ms */
+			}
+			work += flush_all(d);
+		}
+		periodic(d, now);
+		if (work) {
+			last_work = now;
+			/* Sockets still get a look while records keep coming. */
+			if (++spins % 1024 == 0 && handle_events(d, 0))
+				return;
+			continue;
+		}
+		if (now - last_work < spin_ns) {
+			ve__cpu_relax();
+			/* After 5 us, yield now and then: on a busy machine the
+			 * client we wait for may share our CPU, and spinning would
+			 * keep it from sending what we wait for (yield returns at
+			 * once if nothing else is runnable here). */
+			if (++spins % 16 == 0 && now - last_work > 5000)
+				sched_yield();
+			if (spins % 256 == 0 && handle_events(d, 0))
+				return;
+			continue;
+		}
+		int timeout = (int)d->cfg.heartbeat_ms;
+		if (d->srv && (any_queued(d) || ve_coord_view(ve_serve_coord(d->srv))->nready))
+			timeout = 1; /* a full ring to drain, or a tick for waiting ops */
+		if (!announce_sleep(d)) {
+			end_sleep(d);
+			last_work = ve__now_ns();
+			continue;
+		}
+		d->sleeps++;
+		int stop = handle_events(d, timeout);
+		end_sleep(d);
+		d->wakeups++;
+		last_work = ve__now_ns();
+		if (stop)
+			return;
+	}
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ved [--config PATH] [--socket PATH] [--device N] [--check-config]\n"
+		"The Vitamin-E daemon: one per GPU device; arbitrates pool leases among the\n"
+		"processes that run under the shim (docs/daemon.md).\n"
+		"  -c, --config PATH   configuration file (default %s, if it exists)\n"
+		"  -s, --socket PATH   control socket (default: $XDG_RUNTIME_DIR/vitamin-e/\n"
+		"                      ved-<device>.sock, else /tmp/vitamin-e-<uid>/...)\n"
+		"  -d, --device N      CUDA device served\n"
+		"      --check-config  validate the configuration and exit\n"
+		"  -h, --help\n",
+		VED_DEFAULT_CONFIG);
+	ved_config_usage(f);
+}
+
+int main(int argc, char **argv)
+{
+	static struct ved D;
+	struct ved *d = &D;
+	struct ved_overrides ov = {0};
+	bool check_only = false;
+	static const struct option opts[] = {
+	    {"config", required_argument, 0, 'c'}, {"socket", required_argument, 0, 's'},
+	    {"device", required_argument, 0, 'd'}, {"check-config", no_argument, 0, 'C'},
+	    {"help", no_argument, 0, 'h'},	   {0, 0, 0, 0}};
+	int o;
+	while ((o = getopt_long(argc, argv, "c:s:d:h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'c':
+			ov.config = optarg;
+			break;
+		case 's':
+			ov.socket = optarg;
+			break;
+		case 'd': {
+			uint64_t v;
+			if (ve__parse_u64(optarg, &v) || v > 1024) {
+				fprintf(stderr, "ved: --device %s: not a device number\n", optarg);
+				return 2;
+			}
+			ov.device = (int)v;
+			ov.device_set = true;
+			break;
+		}
+		case 'C':
+			check_only = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ved: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	ve__log_init();
+	if (ved_config_load(&d->cfg, &ov))
+		return 2;
+	ve__log_level = d->cfg.log_level;
+	/* Validate the policy (name, arguments) and the profile now, with the
+	 * configured leaves or an H200-like split, even if the real pool comes
+	 * with the first client. */
+	char err[512];
+	{
+		uint32_t probe[VE_CTL_MAX_LEAVES], np = d->cfg.nleaves;
+		if (np)
+			memcpy(probe, d->cfg.leaf_sms, np * sizeof(uint32_t));
+		else
+			ved_parse_leaves("15x8,12", probe, &np);
+		struct ve_serve_config sc = {
+		    .coord = {.leaf_sms = probe,
+			      .nleaves = np,
+			      .max_entries = d->cfg.pool_entries,
+			      .max_clients = d->cfg.max_clients,
+			      .policy = d->cfg.policy,
+			      .profile_path = d->cfg.profile[0] ? d->cfg.profile : NULL},
+		    .client_ops = 64};
+		struct ve_serve *tmp;
+		int rc = ve_serve_create(&sc, &tmp, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "ved: policy / profile / leaves / pool_entries: %s\n", err);
+			return 2;
+		}
+		ve_serve_destroy(tmp);
+	}
+	if (check_only) {
+		printf("ved: configuration ok (%s)\n",
+		       d->cfg.config_path[0] ? d->cfg.config_path : "defaults");
+		return 0;
+	}
+	d->lfd = d->lockfd = d->epfd = d->sigfd = -1;
+	for (uint32_t i = 0; i < MAX_CONNS; i++)
+		d->conn[i].fd = d->conn[i].efd = -1;
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t ss;
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGTERM);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGHUP);
+	sigprocmask(SIG_BLOCK, &ss, NULL);
+	d->sigfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC);
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d->sigfd < 0 || d->epfd < 0 || listen_socket(d)) {
+		cleanup_files(d);
+		return 1;
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag(TAG_LISTEN, 0)};
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->lfd, &ev);
+	ev.data.u64 = tag(TAG_SIGNAL, 0);
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->sigfd, &ev);
+	d->start_ns = d->rate_ns = ve__now_ns();
+	if (d->cfg.nleaves &&
+	    make_serve(d, d->cfg.leaf_sms, d->cfg.nleaves, d->cfg.pool_entries, err, sizeof(err))) {
+		fprintf(stderr, "ved: %s\n", err);
+		cleanup_files(d);
+		return 2;
+	}
+	char mps[512];
+	d->mps = ve_mps_probe(mps, sizeof(mps));
+	VE_INFO("ved %d: serving device %d on %s (policy %s%s%s, max %u clients, %u ops each%s); "
+		"%s",
+		(int)getpid(), d->cfg.device, d->cfg.socket, d->cfg.policy,
+		d->cfg.nleaves ? ", " : ", pool from the first client",
+		d->cfg.nleaves ? d->pool_desc : "", d->cfg.max_clients, d->cfg.client_ops,
+		d->cfg.check ? ", self-check on" : "", mps);
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	run(d);
+	if (d->srv)
+		shutdown_clients(d);
+	cleanup_files(d);
+	ve_serve_destroy(d->srv);
+	VE_INFO("ved: stopped");
+	return 0;
+}

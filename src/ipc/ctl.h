@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ved control socket (docs/daemon.md, "Control protocol").
+ *
+ * One AF_UNIX SOCK_SEQPACKET socket per device: every message is one
+ * datagram, so there is no framing to get wrong, a hang-up is seen as EOF by
+ * the peer (liveness) and SO_PEERCRED names who connected. Messages are
+ * fixed-layout structs in host order behind a common header; the variable
+ * ones (STATUS, TRACE) end in arrays whose counts the header's length must
+ * match exactly.
+ *
+ *   client -> ved   HELLO       register: versions, pid, device, pool shape
+ *                               and fingerprint, class, name
+ *   ved -> client   WELCOME     accepted: client id, limits, policy; carries
+ *                               the segment's memfd (SCM_RIGHTS)
+ *                   DOORBELL    carries the client's eventfd (second message:
+ *                               fdpass.h takes one fd per message)
+ *                   REFUSE      refused: -errno and a message for the user
+ *   tool -> ved     STATUS_REQ  / TRACE_REQ
+ *   ved -> tool     STATUS      pool entries and clients
+ *                   TRACE       recent events, in chunks; the last is flagged
+ *
+ * A registered client's connection carries nothing after DOORBELL: it stays
+ * open as the liveness signal in both directions (EOF or error = peer gone).
+ *
+ * ve_ctl_check() validates any received bytes (pure, the fuzz target's second
+ * half): magic, version, exact length, direction, every count, every string
+ * NUL-terminated within its array, reserved fields zero.
+ */
+#ifndef VE_IPC_CTL_H
+#define VE_IPC_CTL_H
+
+#include "ipc/proto.h"
+#include "ipc/shm.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VE_CTL_MAGIC	   0x43444556u /* bytes 'V' 'E' 'D' 'C' */
+#define VE_CTL_VERSION	   1u
+#define VE_CTL_MAX_MSG	   65536u /* the largest message either side accepts */
+#define VE_CTL_NAME_MAX	   64
+#define VE_CTL_TEXT_MAX	   256
+#define VE_CTL_MAX_LEAVES  64
+#define VE_CTL_MAX_ENTRIES 256
+#define VE_CTL_MAX_CLIENTS 64
+#define VE_CTL_MAX_SHARERS 8
+#define VE_CTL_TRACE_CHUNK 512 /* events per TRACE message */
+
+enum ve_ctl_type {
+	VE_CTL_HELLO = 1,
+	VE_CTL_WELCOME = 2,
+	VE_CTL_DOORBELL = 3,
+	VE_CTL_REFUSE = 4,
+	VE_CTL_STATUS_REQ = 5,
+	VE_CTL_STATUS = 6,
+	VE_CTL_TRACE_REQ = 7,
+	VE_CTL_TRACE = 8,
+};
+
+/* Who sends: messages to ved and messages from ved are disjoint sets. */
+enum ve_ctl_dir { VE_CTL_TO_VED = 0, VE_CTL_FROM_VED = 1 };
+
+/* HELLO class_flags. */
+#define VE_CTL_CLASS_LATENCY (1u << 0)
+#define VE_CTL_CLASS_MASK    VE_CTL_CLASS_LATENCY
+
+/* TRACE header flags. */
+#define VE_CTL_F_LAST (1u << 0) /* last chunk of a trace reply */
+
+/* MPS state as probed on the host (ve_mps_probe). */
+enum ve_mps_state {
+	VE_MPS_UNKNOWN = 0,   /* not probed */
+	VE_MPS_NONE = 1,      /* no MPS control daemon or server runs */
+	VE_MPS_RUNNING = 2,   /* a control daemon or server runs, its pipe is where clients look */
+	VE_MPS_ELSEWHERE = 3, /* one runs, but clients here would not find its pipe */
+};
+
+struct ve_ctl_hdr {
+	uint32_t magic;	  /* VE_CTL_MAGIC */
+	uint16_t version; /* VE_CTL_VERSION */
+	uint16_t type;	  /* enum ve_ctl_type */
+	uint32_t len;	  /* bytes of the whole message, header included */
+	uint32_t flags;	  /* per type; 0 unless said otherwise */
+};
+
+struct ve_ctl_hello {
+	struct ve_ctl_hdr h;
+	uint32_t ipc_version; /* VE_IPC_VERSION of the client */
+	int32_t pid;	      /* a hint: SO_PEERCRED is the truth */
+	int32_t device;
+	uint32_t class_flags; /* VE_CTL_CLASS_* */
+	uint32_t nleaves;     /* 1 .. VE_CTL_MAX_LEAVES */
+	uint32_t max_entries; /* the pool bound the client built (0 = full hierarchy) */
+	uint64_t fingerprint; /* struct ve_pool.fingerprint of the client's pool */
+	uint32_t sm_count;
+	uint32_t ring_records;		      /* 0: the daemon's choice */
+	uint32_t leaf_sms[VE_CTL_MAX_LEAVES]; /* 1 .. 1024 below nleaves, 0 above */
+	char name[VE_CTL_NAME_MAX];	      /* program name, NUL-terminated */
+	uint32_t rsvd[4];
+};
+
+struct ve_ctl_welcome {
+	struct ve_ctl_hdr h;
+	int32_t client_id;     /* the coordinator's id for this client */
+	uint32_t client_ops;   /* most ops the client may have at the daemon (ready + bound) */
+	uint32_t ring_records; /* of each ring of the segment */
+	uint32_t heartbeat_ms; /* ved bumps its heartbeat in the segment this often */
+	int32_t ved_pid;
+	uint32_t nprocs;   /* registered processes, this one included */
+	uint32_t mps;	   /* enum ve_mps_state as ved sees it */
+	uint32_t nentries; /* pool entries */
+	uint64_t fingerprint;
+	char policy[VE_CTL_NAME_MAX];
+	uint32_t rsvd[4];
+};
+
+struct ve_ctl_doorbell {
+	struct ve_ctl_hdr h;
+	uint32_t rsvd[4];
+};
+
+struct ve_ctl_refuse {
+	struct ve_ctl_hdr h;
+	int32_t status; /* -errno, < 0 */
+	uint32_t rsvd;
+	char msg[VE_CTL_TEXT_MAX]; /* for the user, NUL-terminated */
+};
+
+struct ve_ctl_status_req {
+	struct ve_ctl_hdr h;
+	uint32_t rsvd[4];
+};
+
+struct ve_ctl_entry {
+	uint64_t leaves;
+	uint32_t sms;
+	uint32_t outstanding;
+	int32_t holder;	     /* client id, -1 none, -2 shared */
+	int32_t reserve_for; /* client id or -1 */
+	uint8_t state;	     /* enum ve_entry_state */
+	uint8_t kind;	     /* enum ve_entry_kind */
+	uint8_t gate_open;
+	uint8_t nsharers; /* <= VE_CTL_MAX_SHARERS */
+	int32_t sharers[VE_CTL_MAX_SHARERS];
+	uint32_t rsvd;
+};
+
+struct ve_ctl_client {
+	int32_t id;
+	int32_t pid; /* SO_PEERCRED */
+	uint32_t uid;
+	uint32_t class_flags;
+	uint32_t ready;	   /* ops in the coordinator's ready queue */
+	uint32_t bound;	   /* ops bound, not yet done */
+	uint32_t ring_in;  /* records waiting in its client -> ved ring */
+	uint32_t ring_out; /* records waiting in its ved -> client ring */
+	uint32_t overflow; /* bindings waiting for room in that ring */
+	uint32_t rsvd0;
+	uint64_t bindings;
+	uint64_t completions;
+	uint64_t failed; /* failed submissions */
+	uint64_t records_in;
+	uint64_t records_out;
+	uint64_t age_ns;  /* since it registered */
+	double ops_per_s; /* completions per second, last interval */
+	char name[VE_CTL_NAME_MAX];
+};
+
+struct ve_ctl_status {
+	struct ve_ctl_hdr h;
+	int32_t ved_pid;
+	int32_t device;
+	uint64_t uptime_ns;
+	char policy[VE_CTL_NAME_MAX]; /* "" until the pool exists */
+	uint32_t nentries;	      /* entries that follow */
+	uint32_t nclients;	      /* clients that follow the entries */
+	uint32_t max_clients;
+	uint32_t mps; /* enum ve_mps_state */
+	uint32_t nleaves;
+	uint32_t sm_count;
+	uint64_t fingerprint;
+	uint32_t leaf_sms[VE_CTL_MAX_LEAVES];
+	/* coordinator counters (struct ve_coord_stats) */
+	uint64_t rounds, picks, bindings, rejects, defers, failed_submits, completions;
+	uint64_t drains, reservations, hints, gate_closes, decide_ns;
+	/* daemon counters */
+	uint64_t records_in, records_out, sleeps, wakeups, reclaimed_ops, joined, left;
+	uint64_t protocol_errors, refused;
+	double records_per_s; /* in + out, last interval */
+	/* struct ve_ctl_entry[nentries], then struct ve_ctl_client[nclients] */
+};
+
+struct ve_ctl_trace_req {
+	struct ve_ctl_hdr h;
+	uint32_t max_events; /* 0: all the daemon keeps */
+	uint32_t rsvd[3];
+};
+
+enum ve_ctl_tev_kind {
+	VE_TEV_OP = 1,	   /* an op: bound at t0, its DONE arrived at t1 */
+	VE_TEV_FAILED = 2, /* a submission failed (instant) */
+	VE_TEV_JOIN = 3,   /* a client registered (instant) */
+	VE_TEV_LEAVE = 4,  /* a client left; tok = ops reclaimed (instant) */
+};
+
+struct ve_ctl_tev {
+	uint64_t t0_ns; /* CLOCK_MONOTONIC of ved */
+	uint64_t t1_ns; /* >= t0_ns */
+	uint64_t key;
+	uint64_t tok;
+	int32_t client;
+	int32_t pid;
+	uint16_t entry; /* VE_PROTO_ENTRY_NONE for client events */
+	uint16_t sms;
+	uint8_t kind; /* enum ve_ctl_tev_kind */
+	uint8_t rsvd[3];
+};
+
+struct ve_ctl_trace {
+	struct ve_ctl_hdr h; /* flags: VE_CTL_F_LAST on the last chunk */
+	uint32_t nevents;    /* <= VE_CTL_TRACE_CHUNK events follow */
+	uint32_t chunk;	     /* 0, 1, ... */
+	uint64_t total;	     /* events in the whole reply */
+			     /* struct ve_ctl_tev[nevents] */
+};
+
+_Static_assert(sizeof(struct ve_ctl_hdr) == 16, "ctl header");
+_Static_assert(sizeof(struct ve_ctl_hello) == 392, "hello");
+_Static_assert(sizeof(struct ve_ctl_entry) == 64, "status entry");
+_Static_assert(sizeof(struct ve_ctl_client) == 160, "status client");
+_Static_assert(sizeof(struct ve_ctl_tev) == 48, "trace event");
+_Static_assert(sizeof(struct ve_ctl_status) + VE_CTL_MAX_ENTRIES * sizeof(struct ve_ctl_entry) +
+		       VE_CTL_MAX_CLIENTS * sizeof(struct ve_ctl_client) <=
+		   VE_CTL_MAX_MSG,
+	       "a full status fits one message");
+_Static_assert(sizeof(struct ve_ctl_trace) + VE_CTL_TRACE_CHUNK * sizeof(struct ve_ctl_tev) <=
+		   VE_CTL_MAX_MSG,
+	       "a trace chunk fits one message");
+
+/* 0 if buf[0, len) (8-byte aligned) is a well-formed message of direction dir, -EINVAL (or
+ * -EPROTO for another protocol version) otherwise. Pure: no state, no log. */
+int ve_ctl_check(const void *buf, size_t len, int dir);
+const char *ve_ctl_type_name(unsigned type);
+
+void ve_ctl_hdr_init(struct ve_ctl_hdr *h, uint16_t type, uint32_t len);
+
+/*
+ * Where ved listens for a device unless configured otherwise:
+ * $XDG_RUNTIME_DIR/vitamin-e/ved-<device>.sock when XDG_RUNTIME_DIR is an
+ * absolute path, else /tmp/vitamin-e-<uid>/ved-<device>.sock. -ENAMETOOLONG
+ * if it does not fit in a sockaddr_un.
+ */
+int ve_ctl_default_path(int device, char *buf, size_t len);
+/* The lock file next to a socket path ("<path minus .sock>.lock"). */
+int ve_ctl_lock_path(const char *sock, char *buf, size_t len);
+
+/* Connects to a ved socket (SOCK_SEQPACKET, close-on-exec, blocking).
+ * Returns the fd or -errno (-ENOENT: no socket, -ECONNREFUSED: stale). */
+int ve_ctl_connect(const char *path);
+/* One message; never raises SIGPIPE. 0 or -errno. */
+int ve_ctl_send(int fd, const void *msg, size_t len);
+/* Waits up to timeout_ms (-1: forever) for one message of at most cap bytes;
+ * *fd_out (may be NULL: any fd received is closed) gets a passed fd or -1.
+ * Returns the bytes received, 0 on EOF, -ETIMEDOUT or -errno. A longer message
+ * is cut to cap bytes (its header then disagrees with its length: refused). */
+int ve_ctl_recv(int fd, void *buf, size_t cap, int *fd_out, int timeout_ms);
+
+/* MPS (docs/daemon.md, "MPS"): looks for the control pipe in
+ * CUDA_MPS_PIPE_DIRECTORY (or /tmp/nvidia-mps) and for a running
+ * nvidia-cuda-mps-control or nvidia-cuda-mps-server process. Reads only;
+ * starts nothing, changes nothing. detail (may be NULL) gets a sentence. */
+int ve_mps_probe(char *detail, size_t len);
+const char *ve_mps_state_name(int state);
+
+/*
+ * ved's words in a client's segment: bytes [1024, 1152) of the header page,
+ * which docs/ipc.md reserves (the first 512 bytes are struct ve_ipc_hdr). The
+ * memfd starts zeroed. Guarded by VE_CTL_VERSION: only ved and its clients
+ * read or write them.
+ *
+ * daemon_sleeping: ved stores 1 (seq_cst) before it re-checks the client's
+ * ring a last time and sleeps in epoll_wait; a client that published records
+ * (its tail store is seq_cst) then loads it (seq_cst), and if it flips it
+ * 1 -> 0 (exchange) it writes its eventfd, which ved's epoll watches. Either
+ * ved's re-check sees the new tail or the client sees the 1 (Dekker, as in
+ * docs/ipc.md "Wake-ups"); only the side that flips it pays the syscall.
+ */
+#define VE_VED_WORDS_OFF 1024u
+
+struct ve_ved_words {
+	_Atomic uint32_t daemon_sleeping;
+	uint32_t rsvd[31];
+};
+
+_Static_assert(VE_VED_WORDS_OFF >= sizeof(struct ve_ipc_hdr) &&
+		   VE_VED_WORDS_OFF + sizeof(struct ve_ved_words) <= VE_IPC_HDR_SIZE,
+	       "ved words live in the reserved part of the header page");
+
+static inline struct ve_ved_words *ve_ved_words_of(struct ve_shm *s)
+{
+	return (struct ve_ved_words *)((char *)s->base + VE_VED_WORDS_OFF);
+}
+
+#endif

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shim under ved, on the fake driver: the self-checking programs
+ * (prog_shim_streams, prog_shim_launch) run with libve.so while a ved serves
+ * the device, so their kernels are bound by the daemon through the remote
+ * link (start_runtime picks it: VE_DAEMON, or ved's socket found at the
+ * default path).
+ *   shim_ved_found      ved found at the default path ($XDG_RUNTIME_DIR),
+ *                       every launch bound by ved, BYE at exit
+ *   shim_ved_two        two programs at once: two clients of one ved
+ *   shim_ved_dies       ved killed mid-run: the program finishes correctly in
+ *                       safe mode
+ *   shim_ved_knob       VE_DAEMON=0 forces embedded; a bad VE_DAEMON is refused
+ * Needs $VE_BUILD/ved, libve.so, the fake libcuda and the programs; skips
+ * otherwise.
+ */
+#include "../harness.h"
+#include "shim_harness.h"
+
+#include "ipc/ctl.h"
+
+static char g_xdg[128], g_sock[256], g_ved[PATH_MAX + 16];
+static pid_t g_ved_pid;
+
+/* SIGTERM and a bounded wait; ved's exit status (its self-check aborts, a
+ * sanitizer report fails it), -1 if it had to be killed, 0 if none ran. */
+static int stop_ved(void)
+{
+	if (g_ved_pid <= 0)
+		return 0;
+	kill(g_ved_pid, SIGTERM);
+	for (int i = 0; i < 300; i++) {
+		int st;
+		if (waitpid(g_ved_pid, &st, WNOHANG) == g_ved_pid) {
+			g_ved_pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(10000);
+	}
+	kill(g_ved_pid, SIGKILL);
+	waitpid(g_ved_pid, NULL, 0);
+	g_ved_pid = 0;
+	return -1;
+}
+
+static void at_exit(void)
+{
+	stop_ved(); /* a failed check must not leave a ved running */
+	char p[300];
+	snprintf(p, sizeof(p), "%s/vitamin-e", g_xdg);
+	rmdir(p);
+	rmdir(g_xdg);
+}
+
+static bool start_ved(void)
+{
+	static bool registered;
+	if (!registered) {
+		atexit(at_exit);
+		registered = true;
+	}
+	stop_ved();
+	snprintf(g_ved, sizeof(g_ved), "%s/ved", sh_build);
+	if (access(g_ved, X_OK) != 0)
+		return false;
+	/* $TMPDIR unless it is too long for a socket path below it. */
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || tmp[0] != '/' || strlen(tmp) > 60)
+		tmp = "/tmp";
+	snprintf(g_xdg, sizeof(g_xdg), "%s/ve-test-shim-ved-%d", tmp, (int)getpid());
+	mkdir(g_xdg, 0700);
+	char dir[200];
+	snprintf(dir, sizeof(dir), "%s/vitamin-e", g_xdg);
+	mkdir(dir, 0700);
+	snprintf(g_sock, sizeof(g_sock), "%s/ved-0.sock", dir);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("VE_VED_CHECK", "1", 1);
+		setenv("VE_VED_POLICY", "tput", 1);
+		execl(g_ved, "ved", "--socket", g_sock, "--config", "/dev/null", (char *)NULL);
+		_exit(127);
+	}
+	g_ved_pid = pid;
+	for (int i = 0; i < 300; i++) {
+		int fd = ve_ctl_connect(g_sock);
+		if (fd >= 0) {
+			close(fd);
+			return true;
+		}
+		usleep(10000);
+	}
+	return false;
+}
+
+static union {
+	uint8_t b[VE_CTL_MAX_MSG];
+	uint64_t align;
+} g_msg;
+
+static const struct ve_ctl_status *status(void)
+{
+	int fd = ve_ctl_connect(g_sock);
+	if (fd < 0)
+		return NULL;
+	struct ve_ctl_status_req q;
+	memset(&q, 0, sizeof(q));
+	ve_ctl_hdr_init(&q.h, VE_CTL_STATUS_REQ, sizeof(q));
+	int n = -1;
+	if (ve_ctl_send(fd, &q, sizeof(q)) == 0)
+		n = ve_ctl_recv(fd, g_msg.b, sizeof(g_msg.b), NULL, 5000);
+	close(fd);
+	if (n <= 0 || ve_ctl_check(g_msg.b, (size_t)n, VE_CTL_FROM_VED))
+		return NULL;
+	return (const void *)g_msg.b;
+}
+
+static struct sh_result g_res, g_res2;
+
+/* The tests of each program that hold under the shim (test_shim_semantics.c
+ * lists the known deviations, e.g. prog_shim_streams' "progress"). */
+#define STREAMS_TESTS                                                                              \
+	"chains", "legacy", "per_thread", "events", "hostfn", "memops", "threads", "destroy_pending"
+#define LAUNCH_TESTS                                                                               \
+	"params", "launch_ex", "launch_errors", "config_errors", "graphs", "passthrough", "foreign"
+
+static void opts_for(struct sh_opts *o, bool by_path)
+{
+	static char xdg[160], daemon[300];
+	memset(o, 0, sizeof(*o));
+	o->shim = true;
+	o->expect_green = 1;
+	o->timeout_s = 60;
+	snprintf(xdg, sizeof(xdg), "XDG_RUNTIME_DIR=%s", g_xdg);
+	snprintf(daemon, sizeof(daemon), "VE_DAEMON=%s", g_sock);
+	o->env[0] = xdg;
+	o->env[1] = "VE_LOG_LEVEL=info";
+	/* The harness pins VE_DAEMON=0 (hermetic runs); "NAME=" unsets it again. */
+	o->env[2] = by_path ? daemon : "VE_DAEMON=";
+}
+
+#define NEED_VED()                                                                                 \
+	do {                                                                                       \
+		if (!sh_locate())                                                                  \
+			VE_SKIP("libve.so or the fake libcuda is not built in $VE_BUILD");         \
+		if (!start_ved())                                                                  \
+			VE_SKIP("no ved in $VE_BUILD");                                            \
+	} while (0)
+
+VE_TEST(shim_ved_found)
+{
+	SH_PROG(prog, "prog_shim_streams");
+	NEED_VED();
+	struct sh_opts o;
+	opts_for(&o, false); /* found at $XDG_RUNTIME_DIR/vitamin-e/ved-0.sock */
+	const char *argv[] = {prog, STREAMS_TESTS, NULL};
+	sh_run(argv, &o, &g_res);
+	if (g_res.rc || !strstr(g_res.out, "coordinator: ved at"))
+		sh_dump(&g_res);
+	VE_CHECK_EQ(g_res.rc, 0);
+	VE_CHECK(strstr(g_res.out, "coordinator: ved at") != NULL);
+	VE_CHECK(strstr(g_res.out, "bound by ved") != NULL);
+	const struct ve_ctl_status *s = status();
+	VE_CHECK(s != NULL);
+	printf("# ved: %llu bindings, %llu completions, %llu joined, %llu left\n",
+	       (unsigned long long)s->bindings, (unsigned long long)s->completions,
+	       (unsigned long long)s->joined, (unsigned long long)s->left);
+	VE_CHECK(s->bindings > 0 && s->bindings == s->completions);
+	VE_CHECK_EQ(s->joined, 1);
+	VE_CHECK_EQ(s->left, 1);
+	VE_CHECK_EQ(s->nclients, 0);
+	VE_CHECK_EQ(stop_ved(), 0);
+}
+
+VE_TEST(shim_ved_two)
+{
+	SH_PROG(p1, "prog_shim_streams");
+	SH_PROG(p2, "prog_shim_launch");
+	NEED_VED();
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct sh_opts o;
+		opts_for(&o, true);
+		o.seed = 7;
+		o.jitter = 300;
+		const char *argv[] = {p2, LAUNCH_TESTS, NULL};
+		sh_run(argv, &o, &g_res2);
+		if (g_res2.rc)
+			sh_dump(&g_res2);
+		_exit(g_res2.rc ? 1 : 0);
+	}
+	struct sh_opts o;
+	opts_for(&o, true);
+	o.seed = 3;
+	o.jitter = 200;
+	const char *argv[] = {p1, STREAMS_TESTS, NULL};
+	sh_run(argv, &o, &g_res);
+	if (g_res.rc)
+		sh_dump(&g_res);
+	int st = 0;
+	waitpid(kid, &st, 0);
+	VE_CHECK_EQ(g_res.rc, 0);
+	VE_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_shim_launch under ved failed");
+	const struct ve_ctl_status *s = status();
+	VE_CHECK(s != NULL);
+	VE_CHECK_EQ(s->joined, 2);
+	VE_CHECK_EQ(s->nclients, 0);
+	VE_CHECK_EQ(s->protocol_errors, 0);
+	VE_CHECK_EQ(stop_ved(), 0);
+}
+
+VE_TEST(shim_ved_dies)
+{
+	SH_PROG(prog, "prog_shim_streams");
+	NEED_VED();
+	pid_t killer = fork();
+	if (killer == 0) {
+		usleep(150000);
+		kill(g_ved_pid, SIGKILL);
+		_exit(0);
+	}
+	struct sh_opts o;
+	opts_for(&o, true);
+	o.jitter = 500; /* slow enough to be running when ved dies */
+	const char *argv[] = {prog, STREAMS_TESTS, NULL};
+	sh_run(argv, &o, &g_res);
+	waitpid(killer, NULL, 0);
+	waitpid(g_ved_pid, NULL, 0);
+	g_ved_pid = 0;
+	bool lost = strstr(g_res.out, "lost ved") != NULL;
+	if (g_res.rc || !lost)
+		sh_dump(&g_res);
+	VE_CHECK_EQ(g_res.rc, 0);
+	VE_CHECK_MSG(lost, "the program never noticed that ved died");
+}
+
+VE_TEST(shim_ved_knob)
+{
+	SH_PROG(prog, "prog_shim_streams");
+	NEED_VED();
+	struct sh_opts o;
+	opts_for(&o, false);
+	o.env[2] = "VE_DAEMON=0";
+	const char *argv[] = {prog, STREAMS_TESTS, NULL};
+	sh_run(argv, &o, &g_res);
+	if (g_res.rc)
+		sh_dump(&g_res);
+	VE_CHECK_EQ(g_res.rc, 0);
+	VE_CHECK(strstr(g_res.out, "coordinator: embedded (VE_DAEMON=0)") != NULL);
+	const struct ve_ctl_status *s = status();
+	VE_CHECK(s && s->joined == 0);
+	o.env[2] = "VE_DAEMON=relative/path";
+	o.expect_green = 0;
+	sh_run(argv, &o, &g_res);
+	VE_CHECK(strstr(g_res.out, "VE_DAEMON=relative/path is none of") != NULL);
+	VE_CHECK_EQ(stop_ved(), 0);
+	char p[300];
+	snprintf(p, sizeof(p), "%s/vitamin-e", g_xdg);
+	rmdir(p);
+	rmdir(g_xdg);
+}
