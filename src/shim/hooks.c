@@ -109,7 +109,7 @@ static bool internal_caller(const void *addr)
 /* dlsym override: cu* names the shim hooks resolve to the hooks; everything
  * else, and every lookup made by the driver itself, goes to glibc's dlsym.
  * Never initializes anything: the driver may call it during our own init. */
-void *dlsym(void *handle, const char *symbol)
+VE_NO_SANITIZE void *dlsym(void *handle, const char *symbol)
 {
 	void *real = ve__real_dlsym(handle, symbol);
 	if (!real || symbol[0] != 'c' || symbol[1] != 'u')

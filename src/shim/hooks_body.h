@@ -213,8 +213,15 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 			ve__smap_set_capture(s, ei.capture);
 		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
 	}
-	if (!t.virt)
+	if (!t.virt) {
+		/* A stream the vctx does not see waits for one of our events: its
+		 * generation may not have reached the driver yet (untimed records never
+		 * do), so wait for it on the host first, as a barrier pass-through
+		 * (prog_shim_launch "foreign"). */
+		if (known)
+			ve_vctx_event_sync(V(), ei.le);
 		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
+	}
 	if (!known) {
 		struct ve_desc d = {.kind = VE_OP_CALL, .payload = (const void *)&e,
 				    .payload_len = sizeof(e)};
@@ -414,8 +421,16 @@ static CUresult event_record(CUevent e, CUstream s, unsigned flags, bool with_fl
 			ve__emap_set_capture(e, t.capture);
 		return r;
 	}
-	if (!t.virt)
-		return REAL_RECORD();
+	if (!t.virt) {
+		/* Our event recorded on a stream the vctx does not see: logical work can
+		 * only wait for it through the vctx, which knows nothing of that stream,
+		 * so let it complete here (host-blocking, like a barrier pass-through);
+		 * the vctx then has nothing pending for it (prog_shim_launch "foreign"). */
+		CUresult r = REAL_RECORD();
+		if (r == CUDA_SUCCESS && known)
+			r = VE_REAL0(cuEventSynchronize)(e);
+		return r;
+	}
 	if (!known) /* someone else's event on our stream: record it in order */
 		BARRIER_CALL(&t, REAL_RECORD());
 #undef REAL_RECORD
@@ -451,6 +466,10 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 				  const CUlaunchAttribute *attrs, unsigned nattrs, bool coop)
 {
 	memset(d, 0, sizeof(*d));
+	/* Errors the driver reports at the call must come from this call, not as a
+	 * sticky error of a later sync (prog_shim_launch "launch_errors"). */
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
 	d->kind = VE_OP_KERNEL;
 	d->u.k.fn = (uint64_t)(uintptr_t)f;
 	d->u.k.grid = grid;
@@ -471,10 +490,17 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 			d->u.k.cluster[2] = attrs[i].value.clusterDim.z;
 		}
 	}
+	if (cluster_size(d->u.k.cluster) > 1 &&
+	    (grid.x % (d->u.k.cluster[0] ? d->u.k.cluster[0] : 1) ||
+	     grid.y % (d->u.k.cluster[1] ? d->u.k.cluster[1] : 1) ||
+	     grid.z % (d->u.k.cluster[2] ? d->u.k.cluster[2] : 1)))
+		return CUDA_ERROR_INVALID_CLUSTER_SIZE; /* as the driver, at the call */
 	d->u.k.nattrs = (uint16_t)nattrs;
 	d->u.k.attr_size = (uint16_t)asz;
 	uint8_t *pb = p + (size_t)nattrs * asz;
 	size_t room = sizeof(launch_buf) - (size_t)nattrs * asz;
+	if (params && extra)
+		return CUDA_ERROR_INVALID_VALUE; /* the driver's answer to both forms */
 	if (params) {
 		struct ve_param_layout L;
 		if (ve__param_layout(f, &L))
@@ -507,9 +533,29 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 		}
 		if (!buf || !sz || *sz > room)
 			return CUDA_ERROR_INVALID_VALUE;
+		/* The handle and the buffer size are checked at the call, as the
+		 * driver does (H200 probe: size 0 is invalid unless the kernel has no
+		 * parameters, more than the layout is out of resources); the layout
+		 * is cached per function. */
+		struct ve_param_layout L;
+		if (ve__real.cuFuncGetParamInfo) {
+			if (ve__param_layout(f, &L))
+				return CUDA_ERROR_INVALID_HANDLE;
+			if (*sz > L.total)
+				return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+			if (*sz == 0 && L.total)
+				return CUDA_ERROR_INVALID_VALUE;
+		}
 		memcpy(pb, buf, *sz);
 		d->u.k.param_bytes = (uint32_t)*sz;
 		d->flags |= VE_DESC_PARAMS_EXTRA;
+	} else if (ve__real.cuFuncGetParamInfo) {
+		/* Neither form: valid only for a kernel without parameters. */
+		struct ve_param_layout L;
+		if (ve__param_layout(f, &L))
+			return CUDA_ERROR_INVALID_HANDLE;
+		if (L.nparams)
+			return CUDA_ERROR_INVALID_VALUE;
 	}
 	d->payload = launch_buf;
 	d->payload_len = ve_desc_kernel_payload_len(nattrs, asz, d->u.k.param_bytes, d->u.k.nparams);
@@ -541,8 +587,15 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 
 static CUresult launch_virtual(const struct ve_target *t, struct ve_desc *d)
 {
+	uint32_t total = ve_coord_pool(ve__shim.coord)->total_sms;
+	/* More co-resident blocks than the whole GPU holds: no pool entry could
+	 * ever run it (it would wait forever); the driver refuses it at the call
+	 * (cuLaunchCooperativeKernel and cuLaunchKernelEx alike). */
+	if ((d->flags & VE_DESC_COOPERATIVE) && d->u.k.min_sms > total &&
+	    d->u.k.min_sms != UINT32_MAX)
+		return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 	if (d->u.k.min_sms == UINT32_MAX)
-		d->u.k.min_sms = ve_coord_pool(ve__shim.coord)->total_sms;
+		d->u.k.min_sms = total;
 	int rc = ve_vctx_submit(V(), t->ls, d, 0, NULL);
 	return ve__cu_error(rc);
 }
@@ -591,12 +644,7 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int g
 	CUresult r = build_kernel_desc(&d, f, (struct ve_dim3){gx, gy, gz},
 				       (struct ve_dim3){bx, by, bz}, smem, params, NULL, NULL, 0,
 				       true);
-	if (r != CUDA_SUCCESS)
-		return r;
-	uint32_t total = ve_coord_pool(ve__shim.coord)->total_sms;
-	if (d.u.k.min_sms > total)
-		return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE; /* would not fit natively either */
-	return launch_virtual(&t, &d);
+	return r != CUDA_SUCCESS ? r : launch_virtual(&t, &d);
 }
 
 /* ------------------------------------------------------------------ copies */
@@ -653,6 +701,12 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUc
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
 		return VE_REAL(cuMemcpyPeerAsync)(dst, dctx, src, sctx, n, s);
+	/* Only copies within the virtualized context are deferred: for any other
+	 * context the driver must see the call now, so that an invalid context is
+	 * reported by this call, not as a sticky error of a later one
+	 * (prog_shim_memory "2d_3d_peer"). */
+	if (dctx != ve__shim.ctx || sctx != ve__shim.ctx)
+		BARRIER_CALL(&t, VE_REAL(cuMemcpyPeerAsync)(dst, dctx, src, sctx, n, s));
 	struct ve_cp_peer pc = {.dst_ctx = dctx, .src_ctx = sctx};
 	return submit_copy(&t, VE_CP_PEER, dst, src, n, &pc, sizeof(pc), false);
 }
@@ -769,6 +823,8 @@ CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontex
 	resolve_default(&t);
 	if (!t.virt)
 		return VE_REAL(cuMemcpyPeer)(dst, dctx, src, sctx, n);
+	if (dctx != ve__shim.ctx || sctx != ve__shim.ctx) /* see cuMemcpyPeerAsync */
+		BARRIER_CALL(&t, VE_REAL(cuMemcpyPeer)(dst, dctx, src, sctx, n));
 	struct ve_cp_peer pc = {.dst_ctx = dctx, .src_ctx = sctx};
 	return submit_copy(&t, VE_CP_PEER, dst, src, n, &pc, sizeof(pc), false);
 }

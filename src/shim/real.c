@@ -34,7 +34,7 @@ static CUresult (*real_getproc_fn)(const char *, void **, int, cuuint64_t,
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_rc = -ENOENT;
 
-static void find_real_dlsym(void)
+VE_NO_SANITIZE static void find_real_dlsym(void)
 {
 	/* The shim exports its own dlsym, so ask the dynamic linker for glibc's by
 	 * version: GLIBC_2.34 where dlsym moved into libc, GLIBC_2.2.5 before. */
@@ -47,7 +47,7 @@ static void find_real_dlsym(void)
 			*(void **)&real_dlsym_fn = dlvsym(RTLD_DEFAULT, "dlsym", versions[i]);
 }
 
-void *ve__real_dlsym(void *handle, const char *name)
+VE_NO_SANITIZE void *ve__real_dlsym(void *handle, const char *name)
 {
 	if (!real_dlsym_fn)
 		find_real_dlsym();

@@ -156,6 +156,10 @@ int ve__real_init(void);
 bool ve__real_ok(void);
 /* The real dlsym, bypassing the shim's override. */
 void *ve__real_dlsym(void *handle, const char *name);
+/* For dlsym and what it calls first: sanitizer runtimes look their interceptors up
+ * with dlsym while they initialize and find the shim's, so this code runs before
+ * their shadow memory exists and must not be instrumented (SAN= builds, test_shim_*). */
+#define VE_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
 /* Handle of the real driver library. */
 void *ve__real_libcuda(void);
 /* The real cuGetProcAddress_v2. */

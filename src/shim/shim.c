@@ -9,6 +9,8 @@
 #include "backend/cuda_desc.h"
 #include "dispatch/coord.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/remote.h"
+#include "ipc/ctl.h"
 #include "dispatch/trace.h"
 #include "profile/profile.h"
 #include "util/util.h"
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct ve_shim ve__shim;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,6 +85,8 @@ static void env_str(const char *name, const char *dflt, char *out, size_t len)
 	snprintf(out, len, "%s", s && *s ? s : dflt);
 }
 
+static int check_daemon_env(void);
+
 /* Reads and validates every VE_* knob (docs/configuration.md). */
 static int load_config(struct ve_shim_config *c)
 {
@@ -118,6 +123,7 @@ static int load_config(struct ve_shim_config *c)
 	env_str("VE_TRACE", "", c->trace, sizeof(c->trace));
 	env_str("VE_PROFILE", "", c->profile, sizeof(c->profile));
 	env_str("VE_PROFILE_OUT", "", c->profile_out, sizeof(c->profile_out));
+	bad |= check_daemon_env() != 0;
 	return bad ? -EINVAL : 0;
 }
 
@@ -130,6 +136,71 @@ static void go_passthrough(const char *why)
 	atomic_store_explicit(&ve__shim.state, VE_SHIM_PASSTHROUGH, memory_order_release);
 	if (why)
 		ve__log(VE_LOG_WARN, "%s: running as a transparent pass-through", why);
+}
+
+/* ------------------------------------------------------------------ ved placement
+ * VE_DAEMON (docs/daemon.md): unset = use ved if its socket for VE_DEVICE
+ * exists (else embedded), 0 = always embedded, 1 = ved at the default path,
+ * /path = ved at that socket. With 1 or a path an absent ved means safe mode
+ * until it answers; found by itself, an unusable ved means embedded. */
+static struct ve_remote *shim_remote;
+
+static int daemon_choice(int device, char *path, size_t len)
+{
+	const char *v = getenv("VE_DAEMON");
+	struct stat st;
+	if (v && strcmp(v, "0") == 0)
+		return 0;
+	if (v && *v && strcmp(v, "1") != 0) {
+		snprintf(path, len, "%s", v);
+		return 2;
+	}
+	if (ve_ctl_default_path(device, path, len))
+		return 0;
+	if (v && strcmp(v, "1") == 0)
+		return 2;
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode) ? 1 : 0;
+}
+
+static int check_daemon_env(void)
+{
+	const char *v = getenv("VE_DAEMON");
+	if (!v || !*v || strcmp(v, "0") == 0 || strcmp(v, "1") == 0 ||
+	    (v[0] == '/' && strlen(v) < 108))
+		return 0;
+	VE_ERR("VE_DAEMON=%s is none of 0, 1 or an absolute socket path", v);
+	return -EINVAL;
+}
+
+/* A link to ved, or NULL for the embedded coordinator; logs which. */
+static const struct ve_link *daemon_link(struct ve_shim *S, const struct ve_gpu_info *gi,
+					 struct ve_link *link)
+{
+	char path[108], err[512];
+	int how = daemon_choice(S->cfg.device, path, sizeof(path));
+	if (how == 0) {
+		const char *v = getenv("VE_DAEMON");
+		VE_INFO("coordinator: embedded (%s)",
+			v && strcmp(v, "0") == 0 ? "VE_DAEMON=0" : "no ved for this device");
+		return NULL;
+	}
+	struct ve_remote_config rc = {.socket_path = path,
+				      .device = S->cfg.device,
+				      .leaf_sms = gi->leaf_sms,
+				      .nleaves = gi->nleaves,
+				      .max_entries = S->cfg.pool_entries,
+				      .sm_count = gi->sm_count,
+				      .class_flags = S->cfg.latency ? VE_READY_LATENCY : 0,
+				      .max_ops = S->cfg.max_ops,
+				      .profile_path = S->cfg.profile,
+				      .start_safe = how == 2};
+	if (ve_remote_create(&rc, &shim_remote, err, sizeof(err))) {
+		VE_WARN("coordinator: embedded, ved at %s is unusable: %s", path, err);
+		shim_remote = NULL;
+		return NULL;
+	}
+	ve_remote_link(shim_remote, link);
+	return link;
 }
 
 static int start_runtime(struct ve_shim *S)
@@ -176,8 +247,11 @@ static int start_runtime(struct ve_shim *S)
 		return rc;
 	if (S->cfg.trace[0] && ve_trace_create(0, &S->trace))
 		S->trace = NULL;
+	struct ve_link link;
+	const struct ve_link *remote = daemon_link(S, &gi, &link); /* NULL: embedded */
 	struct ve_dispatcher_config dc = {.backend = S->backend,
 					  .coord = S->coord,
+					  .link = remote,
 					  .lanes_per_entry = S->cfg.lanes,
 					  .copy_lanes = S->cfg.copy_lanes,
 					  .window = S->cfg.window,
@@ -191,6 +265,8 @@ static int start_runtime(struct ve_shim *S)
 	struct ve_cuda_pool_stats ps;
 	ve_cuda_backend_pool_stats(S->backend, &ps);
 	ve_vctx_set_notify(S->v, ve_dispatcher_notify, S->disp);
+	if (shim_remote)
+		ve_remote_set_notify(shim_remote, ve_dispatcher_notify, S->disp);
 	rc = ve_dispatcher_attach(S->disp, S->v, 0, S->cfg.latency ? VE_READY_LATENCY : 0);
 	if (rc)
 		return rc;
@@ -201,8 +277,16 @@ static int start_runtime(struct ve_shim *S)
 		"%.0f MiB device memory; policy %s",
 		gi.name, gi.sm_count, gi.nleaves, ve_coord_pool(S->coord)->nentries, ps.streams,
 		(double)(ve__now_ns() - t0) / 1e6, (double)ps.mem_used_bytes / (1 << 20),
-		ve_coord_policy_name(S->coord));
+		shim_remote ? "chosen by ved" : ve_coord_policy_name(S->coord));
 	return 0;
+}
+
+/* One line, whichever path notices first: programs that find the driver through dlsym and
+ * cuGetProcAddress (libcudart) never call a hook when disabled (test_shim_interpose). */
+static void disabled_notice(void)
+{
+	ve__log_init();
+	ve__notice_once(VE_NOTE_DISABLED, "VE_DISABLE=1: running as a transparent pass-through");
 }
 
 static void init_locked(void)
@@ -214,7 +298,8 @@ static void init_locked(void)
 		return;
 	}
 	if (S->cfg.disabled) {
-		go_passthrough("VE_DISABLE=1");
+		go_passthrough(NULL);
+		disabled_notice();
 		return;
 	}
 	if (ve__real_init()) {
@@ -239,6 +324,8 @@ bool ve__shim_hooking(void)
 		const char *d = getenv("VE_DISABLE");
 		h = !(d && strcmp(d, "1") == 0);
 		atomic_store_explicit(&hooking, h, memory_order_relaxed);
+		if (!h)
+			disabled_notice();
 	}
 	return h;
 }
@@ -271,7 +358,7 @@ static void shim_atexit(void)
 	VE_INFO("exit: %llu ops submitted (%llu bound by %s, %llu copies, %llu host functions), "
 		"%llu decisions in %.1f ms",
 		(unsigned long long)ds.submitted, (unsigned long long)ds.bound,
-		ve_coord_policy_name(S->coord), (unsigned long long)ds.copies,
+		shim_remote ? "ved" : ve_coord_policy_name(S->coord), (unsigned long long)ds.copies,
 		(unsigned long long)ds.host_fns, (unsigned long long)cs.bindings,
 		(double)cs.decide_ns / 1e6);
 	if (S->trace) {
@@ -286,6 +373,8 @@ static void shim_atexit(void)
 	}
 	ve_dispatcher_destroy(S->disp);
 	S->disp = NULL;
+	ve_remote_destroy(shim_remote); /* BYE to ved; NULL when embedded */
+	shim_remote = NULL;
 	S->backend->ops->destroy(S->backend);
 	S->backend = NULL;
 }

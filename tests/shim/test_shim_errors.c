@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Errors reach the application as the same CUDA error it gets natively:
+ *   - a kernel that faults (the fake's kernel returns nonzero: sticky
+ *     CUDA_ERROR_ILLEGAL_ADDRESS) is reported by the next synchronizing call,
+ *     whichever it is (stream, event, context sync, a sync copy, the legacy
+ *     stream), promptly and with no hang, and by later syncs too
+ *     (prog_shim_fault, one process per call kind since the error is sticky);
+ *   - launches the driver refuses at the call (invalid function handles, bad
+ *     'extra' buffers, cluster shapes, cooperative grids too large) are
+ *     refused by the call under the shim too, leaving nothing sticky
+ *     (prog_shim_launch "launch_errors" and "config_errors");
+ *   - invalid contexts of peer copies (prog_shim_memory "2d_3d_peer").
+ * Every run is bounded: a lost error must fail the run, not hang it.
+ */
+#include "../harness.h"
+#include "shim_harness.h"
+
+static const char *const fault_modes[] = {"stream", "event", "ctx", "memcpy", "legacy"};
+
+static void fault_runs(bool shim)
+{
+	SH_PROG(path, "prog_shim_fault");
+	uint64_t s = ve_test_seed(shim ? 0xfa17 : 0xfa16);
+	printf("# VE_SEED=%llu\n", (unsigned long long)s);
+	for (size_t m = 0; m < sizeof(fault_modes) / sizeof(fault_modes[0]); m++) {
+		const char *argv[] = {path, fault_modes[m], NULL};
+		/* Natively once; under the shim with two policies and schedules. */
+		for (int k = 0; k < (shim ? 2 : 1); k++) {
+			struct sh_opts o = {.shim = shim,
+					    .expect_green = shim,
+					    .policy = shim ? (k ? "chaos" : "tput") : NULL,
+					    .jitter = k ? 400 : 0,
+					    .seed = ve_test_rand(&s) % 1000000 + 1,
+					    .timeout_s = 20};
+			SH_RUN_OK(argv, &o);
+		}
+	}
+}
+
+VE_TEST(fault_native)
+{
+	fault_runs(false);
+}
+
+VE_TEST(fault_shim)
+{
+	fault_runs(true);
+}
+
+/* The same with event-based completion detection in the backend. */
+VE_TEST(fault_shim_event_completion)
+{
+	SH_PROG(path, "prog_shim_fault");
+	for (size_t m = 0; m < 3; m++) {
+		const char *argv[] = {path, fault_modes[m], NULL};
+		struct sh_opts o = {.shim = true,
+				    .expect_green = 1,
+				    .policy = "whole",
+				    .seed = 2,
+				    .timeout_s = 20,
+				    .env = {"VE_COMPLETION=event"}};
+		SH_RUN_OK(argv, &o);
+	}
+}
+
+VE_TEST(call_errors)
+{
+	SH_PROG(path, "prog_shim_launch");
+	SH_PROG(mpath, "prog_shim_memory");
+	const char *argv[] = {path, "launch_errors", "config_errors", NULL};
+	const char *margv[] = {mpath, "2d_3d_peer", NULL};
+	for (int k = 0; k < 3; k++) {
+		struct sh_opts o = {.shim = k > 0,
+				    .expect_green = k > 0,
+				    .policy = k == 1   ? "tput"
+					      : k == 2 ? "chaos"
+						       : NULL,
+				    .jitter = k == 2 ? 300 : 0,
+				    .seed = 17};
+		SH_RUN_OK(argv, &o);
+		SH_RUN_OK(margv, &o);
+	}
+}
