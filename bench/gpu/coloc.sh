@@ -50,10 +50,10 @@ pair timeslice env
 mps_start
 pair mps env
 ved_start tput
-VE_LOG_LEVEL=info pair vitamin-tput "$B/ve-run" --
+VE_DAEMON=1 VE_LOG_LEVEL=info pair vitamin-tput "$B/ve-run" --
 ved_stop
 ved_start fixed
-VE_LOG_LEVEL=info pair vitamin-fixed "$B/ve-run" --
+VE_DAEMON=1 VE_LOG_LEVEL=info pair vitamin-fixed "$B/ve-run" --
 ved_stop
 mps_stop
 python3 - "$OUTDIR" <<'PY'
