@@ -107,6 +107,7 @@ struct scenario {
 	uint32_t max_entries;
 	char policies[256]; /* default --policies for this scenario */
 	uint32_t window;    /* pipelining window K (DESIGN.md section 7) */
+	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
 };
 
 static int die_line(const char *src, int line, const char *msg, const char *what)
@@ -212,6 +213,7 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 	s->dispatch_us = 6;
 	s->launch_us = 4;
 	s->window = 2;
+	s->pipe_budget = 0;
 	char *buf = strdup(text);
 	if (!buf)
 		return -ENOMEM;
@@ -248,6 +250,12 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (!v)
 				{ rc = die_line(src, line, "policies needs a comma-separated list", NULL); break; }
 			snprintf(s->policies, sizeof(s->policies), "%s", v);
+		} else if (strcmp(t, "pipe_budget") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			uint64_t n;
+			if (!v || ve__parse_u64(v, &n) || n > 65535)
+				{ rc = die_line(src, line, "pipe_budget needs 0..65535", v); break; }
+			s->pipe_budget = (uint32_t)n;
 		} else if (strcmp(t, "window") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			uint64_t n;
@@ -901,7 +909,8 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	if (trace_path && ve_trace_create(0, &tr))
 		tr = NULL;
 	struct ve_dispatcher_config dc = {.backend = x.b, .coord = x.coord, .host_inline = true,
-					  .trace = tr, .window = sc->window};
+					  .trace = tr, .window = sc->window,
+					  .pipe_budget = sc->pipe_budget};
 	rc = ve_dispatcher_create(&dc, &x.d);
 	if (rc) {
 		fprintf(stderr, "ve-sim: dispatcher: %s\n", strerror(-rc));
@@ -1095,6 +1104,8 @@ static void usage(FILE *f)
 		"  --trace-policy P   ... of policy P instead\n"
 		"  --window K         pipelining window per logical stream (0 = strict late binding;\n"
 		"                     default: the scenario's 'window', else 2)\n"
+		"  --pipe-budget N    with other jobs active, pipelined ops per stream between two\n"
+		"                     policy bindings (default 0: strict binding while shared)\n"
 		"  --no-profile       no offline profiles: policies learn online from completions\n"
 		"  --quiet            no progress lines\n"
 		"  --print-default    print the embedded default scenario and exit\n",
@@ -1105,7 +1116,7 @@ int main(int argc, char **argv)
 {
 	const char *path = NULL, *json = NULL, *trace = NULL, *trace_policy = NULL;
 	const char *policies = NULL;
-	int seeds = 1, window = -1;
+	int seeds = 1, window = -1, budget = -1;
 	bool use_profile = true, quiet = false;
 	double horizon = -1;
 	ve__log_init();
@@ -1140,6 +1151,12 @@ int main(int argc, char **argv)
 			window = atoi(argv[++i]);
 			if (window < 0 || window > 1024) {
 				fprintf(stderr, "ve-sim: --window must be 0..1024\n");
+				return 2;
+			}
+		} else if (strcmp(a, "--pipe-budget") == 0 && i + 1 < argc) {
+			budget = atoi(argv[++i]);
+			if (budget < 0 || budget > 65535) {
+				fprintf(stderr, "ve-sim: --pipe-budget must be 0..65535\n");
 				return 2;
 			}
 		} else if (strcmp(a, "--no-profile") == 0) {
@@ -1182,6 +1199,8 @@ int main(int argc, char **argv)
 		sc.horizon_ms = horizon;
 	if (window >= 0)
 		sc.window = (uint32_t)window;
+	if (budget >= 0)
+		sc.pipe_budget = (uint32_t)budget;
 	bool any_latency = false;
 	for (uint32_t i = 0; i < sc.nj; i++)
 		any_latency |= sc.j[i].latency;

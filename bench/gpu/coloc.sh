@@ -51,6 +51,7 @@ mps_start
 pair mps env
 ved_start tput
 VE_DAEMON=1 VE_LOG_LEVEL=info pair vitamin-tput "$B/ve-run" --
+VE_DAEMON=1 VE_PIPE_BUDGET=16 VE_LOG_LEVEL=info pair vitamin-tput-b16 "$B/ve-run" --
 ved_stop
 ved_start fixed
 VE_DAEMON=1 VE_LOG_LEVEL=info pair vitamin-fixed "$B/ve-run" --
@@ -67,7 +68,7 @@ def load(p):
 solo = {j: load(f"solo-{j}.json") for j in ("big", "small")}
 res = {"solo": solo, "modes": {}}
 print("mode            big_norm small_norm aggregate  bitwise(big,small)")
-for m in ("timeslice", "mps", "vitamin-tput", "vitamin-fixed"):
+for m in ("timeslice", "mps", "vitamin-tput", "vitamin-tput-b16", "vitamin-fixed"):
     r = {j: load(f"{m}-{j}.json") for j in ("big", "small")}
     try:
         norm = {j: r[j]["steps_per_s"] / solo[j]["steps_per_s"] for j in r}

@@ -467,7 +467,7 @@ int ve_coord_hint(struct ve_coord *c, const struct ve_hint *h)
 	return run_prepare(c, h);
 }
 
-int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry)
+int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry, bool may_contend)
 {
 	if (entry >= c->pool.nentries || client >= c->rq.nclients)
 		return -EINVAL;
@@ -476,16 +476,31 @@ int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry)
 		return -EBUSY;
 	if (pe->leaves & c->pool.claimed)
 		return -EBUSY;
-	/* Only while this client is alone on the GPU: with anyone else running
-	 * or waiting, every op goes through the policy, so allocations keep
-	 * following demand (a pipelined chain would keep its entry forever). */
-	for (uint32_t k = 0; k < c->rq.nclients; k++)
-		if (k != client && c->cl[k].active &&
-		    (c->rq.clients[k].running || c->rq.clients[k].nready))
-			return -EBUSY;
+	/* With anyone else running or waiting the answer is 1: allowed, but
+	 * the caller bounds the run of pipelined ops per stream (its budget), so
+	 * allocations keep following demand (an unbounded chain would keep its
+	 * entry forever). Alone, 0: no bound but the window. */
+	bool contended = false;
+	for (uint32_t k = 0; k < c->rq.nclients && !contended; k++)
+		contended = k != client && c->cl[k].active &&
+			    (c->rq.clients[k].running || c->rq.clients[k].nready);
+	if (contended && !may_contend)
+		return -EBUSY;
 	int rc = ve_pool_op_start(&c->pool, entry);
 	if (rc)
 		return -EBUSY;
+	c->rq.clients[client].running++;
+	c->st.pipelined++;
+	return contended ? 1 : 0;
+}
+
+int ve_coord_pipeline_join(struct ve_coord *c, uint32_t client, uint16_t entry)
+{
+	if (entry >= c->pool.nentries || client >= c->rq.nclients)
+		return -EINVAL;
+	int rc = ve_pool_op_join(&c->pool, entry, (int32_t)client);
+	if (rc)
+		return rc;
 	c->rq.clients[client].running++;
 	c->st.pipelined++;
 	return 0;

@@ -77,11 +77,16 @@ int ve_coord_done(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t 
 		  uint64_t measured_ns);
 int ve_coord_hint(struct ve_coord *c, const struct ve_hint *h);
 /* May 'client' put one more op behind its running work on 'entry' (bounded
- * pipelining)? Only while it is alone on the GPU: the entry is leased to
- * this client with its gate open, no other client has ops running or ready,
- * and no pending reservation claims those SMs. On 0 the op counts as outstanding there
- * (completion goes through ve_coord_done); -EBUSY otherwise. */
-int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry);
+ * pipelining)? The entry must be leased to this client with its gate open
+ * and no pending reservation may claim those SMs. On 0 (the client is alone
+ * on the GPU) or 1 (others run or wait: the caller applies its per-stream
+ * budget; with may_contend false that case is -EBUSY) the op counts as
+ * outstanding there (completion goes through ve_coord_done); -EBUSY otherwise. */
+int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry, bool may_contend);
+/* A client (through ved) already submitted an op behind its running work on
+ * entry: count it there (ve_pool_op_join). 0, or -EPERM if the entry is not
+ * that client's with work outstanding (a protocol violation). */
+int ve_coord_pipeline_join(struct ve_coord *c, uint32_t client, uint16_t entry);
 /* Undoes a ve_coord_pipeline whose op was not submitted after all. */
 void ve_coord_pipeline_cancel(struct ve_coord *c, uint32_t client, uint16_t entry);
 

@@ -78,6 +78,7 @@ struct ve_dispatcher {
 	struct ve_ready_info rinfo[BATCH];
 	struct ve_pipe_info pinfo[BATCH];
 	uint16_t (*pipe_count)[PIPE_STREAMS]; /* [client][stream % PIPE_STREAMS] */
+	uint16_t (*pipe_run)[PIPE_STREAMS];   /* pipelined ops since the last policy binding */
 	struct ve_binding bind[BATCH];
 	struct ve_completion comp[BATCH];
 
@@ -190,7 +191,8 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	d->hq_cap = 4096;
 	d->hq = calloc(d->hq_cap, sizeof(*d->hq));
 	d->pipe_count = calloc(VE_COORD_MAX_CLIENTS, sizeof(*d->pipe_count));
-	if (!d->inf || !d->hq || !d->pipe_count)
+	d->pipe_run = calloc(VE_COORD_MAX_CLIENTS, sizeof(*d->pipe_run));
+	if (!d->inf || !d->hq || !d->pipe_count || !d->pipe_run)
 		goto enomem;
 	d->inf_free = UINT32_MAX;
 	for (uint32_t i = d->cfg.max_inflight; i-- > 0;) {
@@ -232,6 +234,7 @@ enomem:
 	free(d->inf);
 	free(d->hq);
 	free(d->pipe_count);
+	free(d->pipe_run);
 	free(d);
 	return -ENOMEM;
 }
@@ -254,6 +257,7 @@ void ve_dispatcher_destroy(struct ve_dispatcher *d)
 	free(d->inf);
 	free(d->hq);
 	free(d->pipe_count);
+	free(d->pipe_run);
 	free(d);
 }
 
@@ -481,6 +485,7 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 		if (d->cfg.on_bind)
 			d->cfg.on_bind(d->cfg.observer_arg, bd, lane);
 		d->st.bound++;
+		d->pipe_run[bd->op.client][bd->op.stream % PIPE_STREAMS] = 0;
 		moved++;
 	}
 	return moved;
@@ -510,11 +515,22 @@ static int drain_pipeline(struct ve_dispatcher *d, uint32_t c)
 			continue;
 		if (compute && desc->u.k.min_sms > d->pool->e[entry].sms)
 			continue;
-		if (compute && L_CALL(d, pipeline, c, (uint16_t)entry))
-			continue;
+		uint16_t *run = &d->pipe_run[c][pi->stream_idx % PIPE_STREAMS];
+		if (compute) {
+			struct ve_ready_op o;
+			struct ve_ready_info ri = {.tok = pi->tok, .stream_idx = pi->stream_idx,
+						   .priority = pi->priority};
+			ready_op_from(&o, &ri, desc, c, cs->flags, 0);
+			/* Others active: after 'budget' pipelined ops the stream's next op
+			 * goes through the policy again, so allocations follow demand. */
+			int pr = L_CALL(d, pipeline, c, (uint16_t)entry, &o,
+					*run < d->cfg.pipe_budget);
+			if (pr < 0)
+				continue;
+		}
 		if (ve_vctx_pipeline_claim(cs->v, pi->tok, pi->behind)) {
 			if (compute)
-				L_CALL(d, pipeline_cancel, c, (uint16_t)entry);
+				L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
 			continue;
 		}
 		int rc = submit_on(d, c, cs->v, pi->tok, desc, pi->lane, (uint16_t)entry,
@@ -522,9 +538,11 @@ static int drain_pipeline(struct ve_dispatcher *d, uint32_t c)
 		if (rc) {
 			ve_vctx_pipeline_unclaim(cs->v, pi->tok);
 			if (compute)
-				L_CALL(d, pipeline_cancel, c, (uint16_t)entry);
+				L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
 			continue;
 		}
+		if (compute && *run < UINT16_MAX)
+			(*run)++;
 		d->st.pipelined++;
 		moved++;
 	}
@@ -601,9 +619,10 @@ static void *dispatcher_main(void *arg)
 			idle = 0;
 			continue;
 		}
-		if (d->ninflight || atomic_load(&d->host_busy)) {
-			/* Work on the GPU: spin a while, then poll at a bounded interval
-			 * so a long kernel does not cost a whole core. */
+		if (d->ninflight || atomic_load(&d->host_busy) || L_CALL(d, pending)) {
+			/* Work on the GPU, or bindings due from the coordinator (ved):
+			 * spin a while, then poll at a bounded interval so a long kernel
+			 * does not cost a whole core. */
 			if (++idle < SPIN_PASSES) {
 				ve__cpu_relax();
 			} else {

@@ -43,6 +43,8 @@ struct ve_dispatcher_config {
 	bool host_inline;	  /* run host functions inside poll() (sim, tests) */
 	uint32_t window;	  /* pipelining window K per logical stream; 0 = strict late
 				   * binding (the paper's behaviour) */
+	uint32_t pipe_budget;	  /* with other clients active: pipelined ops per stream
+				   * between two policy bindings (0 = none then) */
 	struct ve_trace *trace;	  /* optional */
 	/* Optional observer of every submission and completion (tests). */
 	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,

@@ -30,12 +30,15 @@ static int e_hint(void *c, const struct ve_hint *h)
 {
 	return ve_coord_hint(c, h);
 }
-static int e_pipeline(void *c, uint32_t client, uint16_t entry)
+static int e_pipeline(void *c, uint32_t client, uint16_t entry, const struct ve_ready_op *op,
+		      bool may_contend)
 {
-	return ve_coord_pipeline(c, client, entry);
+	(void)op;
+	return ve_coord_pipeline(c, client, entry, may_contend);
 }
-static void e_pipeline_cancel(void *c, uint32_t client, uint16_t entry)
+static void e_pipeline_cancel(void *c, uint32_t client, uint16_t entry, uint64_t tok)
 {
+	(void)tok;
 	ve_coord_pipeline_cancel(c, client, entry);
 }
 static void e_set_now(void *c, uint64_t now)

@@ -10,6 +10,7 @@
 
 #include "dispatch/coord.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct ve_link_ops {
@@ -23,9 +24,12 @@ struct ve_link_ops {
 	int (*submit_failed)(void *impl, const struct ve_binding *b, int status);
 	int (*done)(void *impl, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns);
 	int (*hint)(void *impl, const struct ve_hint *h);
-	/* Bounded pipelining admission (see ve_coord_pipeline). */
-	int (*pipeline)(void *impl, uint32_t client, uint16_t entry);
-	void (*pipeline_cancel)(void *impl, uint32_t client, uint16_t entry);
+	/* Bounded pipelining admission (see ve_coord_pipeline: 0 alone, 1 with
+	 * others active, <0 refused); op is the one to put behind (ved counts
+	 * it by token). cancel: it was not submitted after all. */
+	int (*pipeline)(void *impl, uint32_t client, uint16_t entry, const struct ve_ready_op *op,
+			bool may_contend);
+	void (*pipeline_cancel)(void *impl, uint32_t client, uint16_t entry, uint64_t tok);
 	/* The clock policies use for ages and deadlines. */
 	void (*set_now)(void *impl, uint64_t now_ns);
 	/* Ready ops the coordinator still holds for this process. */

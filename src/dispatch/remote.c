@@ -906,23 +906,81 @@ static int l_hint(void *impl, const struct ve_hint *h)
 	return 0;
 }
 
-static int l_pipeline(void *impl, uint32_t client, uint16_t entry)
+/* Bounded pipelining under ved: the op goes behind one of our ved-bound ops
+ * still in flight on 'entry'. Its PIPED record precedes that op's DONE on
+ * our ring (the DONE is sent only once the dispatcher saw the predecessor
+ * complete, and then this op is no candidate any more), so ved still counts
+ * the entry as ours when it reads it. Returns 1: ved does not tell us
+ * whether we are alone, so the dispatcher's budget always applies. */
+static int l_pipeline(void *impl, uint32_t client, uint16_t entry, const struct ve_ready_op *op,
+		      bool may_contend)
 {
 	struct ve_remote *r = impl;
 	service(r);
-	if (r->conn || entry >= NENT)
+	if (entry >= NENT)
 		return -EBUSY;
-	int rc = ve_coord_pipeline(r->local, client, entry);
-	if (rc == 0) {
-		r->local_inflight[entry]++;
-		r->nlocal_inflight++;
+	if (!r->conn) {
+		int rc = ve_coord_pipeline(r->local, client, entry, may_contend);
+		if (rc >= 0) {
+			r->local_inflight[entry]++;
+			r->nlocal_inflight++;
+		}
+		return rc;
 	}
-	return rc;
+	if (!may_contend)
+		return -EBUSY; /* under ved we never know we are alone */
+	struct conn *c = r->conn;
+	bool ours = false;
+	for (uint32_t k = r->ent_head[entry]; k != NONE && !ours; k = r->ops[k].next)
+		ours = r->ops[k].epoch == r->epoch && r->ops[k].state == OP_INFLIGHT;
+	if (!ours || !op || op->tok == 0 || r->removing || r->ob_n ||
+	    r->npending + r->ninflight_cur >= c->client_ops || r->free_head == NONE ||
+	    ve_toktab_get(&r->tab, op->tok) != VE_TOKTAB_NONE)
+		return -EBUSY;
+	if (ve_ring_room(&c->out, 1) < 1)
+		return -EBUSY;
+	struct ve_rec rec;
+	ve_rec_init(&rec, VE_REC_PIPED);
+	rec.u.piped.tok = op->tok;
+	rec.u.piped.key = op->key;
+	rec.u.piped.entry = entry;
+	rec.u.piped.stream_idx =
+		op->stream < VE_PROTO_MAX_STREAMS ? op->stream : VE_PROTO_MAX_STREAMS - 1;
+	rec.u.piped.kind = clamp_u8(op->kind, 1, VE_PROTO_KIND_MAX - 1);
+	uint32_t k = rop_alloc(r, op);
+	if (k == NONE)
+		return -EBUSY;
+	if (push(r, &rec, 1) != 1) {
+		rop_free(r, k);
+		return -EBUSY;
+	}
+	r->ops[k].state = OP_INFLIGHT;
+	r->ops[k].entry = entry;
+	ent_link(r, k, entry);
+	r->ninflight++;
+	r->ninflight_cur++;
+	r->st.piped_sent++;
+	publish_counts(r);
+	return 1;
 }
 
-static void l_pipeline_cancel(void *impl, uint32_t client, uint16_t entry)
+static void l_pipeline_cancel(void *impl, uint32_t client, uint16_t entry, uint64_t tok)
 {
 	struct ve_remote *r = impl;
+	uint32_t k = tok ? ve_toktab_get(&r->tab, tok) : NONE;
+	if (k != NONE && r->ops[k].state == OP_INFLIGHT && r->ops[k].entry == entry) {
+		/* Sent as PIPED, then not submitted: a DONE undoes ved's count. */
+		struct rop *o = &r->ops[k];
+		ent_unlink(r, k);
+		r->ninflight--;
+		if (r->conn && o->epoch == r->epoch) {
+			r->ninflight_cur--;
+			send_done(r, o, 0, -ECANCELED);
+		}
+		rop_free(r, k);
+		publish_counts(r);
+		return;
+	}
 	if (entry >= NENT || !r->local_inflight[entry])
 		return;
 	r->local_inflight[entry]--;

@@ -66,6 +66,7 @@ enum ve_remote_mode { VE_REMOTE_DAEMON = 1, VE_REMOTE_SAFE = 2 };
 
 struct ve_remote_stats {
 	uint64_t ready_sent, binds, dones_sent, failed_sent, hints_sent, eagain;
+	uint64_t piped_sent; /* ops pipelined behind a ved binding (PIPED records) */
 	uint64_t dones_dropped; /* completions of ops a departed ved had bound */
 	uint64_t local_bindings, failovers, reconnects, doorbells, waiter_wakes;
 	int32_t client_id; /* ved's id for us, -1 in safe mode */

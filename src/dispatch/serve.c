@@ -401,6 +401,46 @@ static int apply_failed(struct ve_serve *s, uint32_t id, const struct ve_rec_sub
 	return 0;
 }
 
+/* PIPED: the client put an op behind one of its ops still bound on the
+ * entry (DESIGN.md section 7; its DONE comes after this record on the same
+ * ring, so the entry is still this client's). Count it as bound there. */
+static int apply_piped(struct ve_serve *s, uint32_t id, const struct ve_rec_piped *r)
+{
+	struct sclient *c = &s->cl[id];
+	if (ve_toktab_get(&c->tab, r->tok) != VE_TOKTAB_NONE)
+		return violation(s, "PIPED for token %#llx, which is already live",
+				 (unsigned long long)r->tok);
+	if (c->nlive >= s->cfg.client_ops || c->free_head == UINT32_MAX)
+		return violation(s, "more than %u ops at once (client_ops)", s->cfg.client_ops);
+	if (r->entry >= s->pool->nentries || !s->bound_on[r->entry])
+		return violation(s, "PIPED on entry %u, where it has nothing bound", r->entry);
+	bool mine = false;
+	for (uint32_t k = 0; k < s->cfg.client_ops && !mine; k++)
+		mine = c->ops[k].state == OP_BOUND && c->ops[k].entry == r->entry;
+	if (!mine || ve_coord_pipeline_join(s->co, id, r->entry))
+		return violation(s, "PIPED on entry %u, where it has nothing bound", r->entry);
+	uint32_t k = c->free_head;
+	struct sop *o = &c->ops[k];
+	c->free_head = o->next_free;
+	memset(o, 0, sizeof(*o));
+	o->op = (struct ve_ready_op){.tok = r->tok,
+				     .key = r->key,
+				     .ready_ns = ve__now_ns(),
+				     .client = id,
+				     .stream = r->stream_idx,
+				     .kind = r->kind};
+	o->state = OP_BOUND;
+	o->entry = r->entry;
+	o->delivered = 1; /* the client answers it with a DONE like any binding */
+	o->t_bind = o->op.ready_ns;
+	ve_toktab_put(&c->tab, r->tok, k);
+	c->nlive++;
+	c->nbound++;
+	s->bound_on[r->entry]++;
+	s->st.piped++;
+	return 0;
+}
+
 static int apply_hint(struct ve_serve *s, uint32_t id, const struct ve_rec_hint *r)
 {
 	struct sclient *c = &s->cl[id];
@@ -452,6 +492,9 @@ int ve_serve_apply(struct ve_serve *s, uint32_t id, const struct ve_rec *r)
 		break;
 	case VE_REC_HINT:
 		rc = apply_hint(s, id, &r->u.hint);
+		break;
+	case VE_REC_PIPED:
+		rc = apply_piped(s, id, &r->u.piped);
 		break;
 	default: /* BYE */
 		rc = 1;

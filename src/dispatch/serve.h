@@ -55,6 +55,7 @@ struct ve_serve_client_info {
 struct ve_serve_stats {
 	uint64_t records_in, records_out, protocol_errors, reclaimed_ops, joined, left;
 	uint64_t schedules, bindings, check_runs;
+	uint64_t piped; /* ops counted from PIPED records (pipelined behind a binding) */
 };
 
 struct ve_serve;

@@ -74,6 +74,17 @@ static int check_hint(const struct ve_rec_hint *p)
 	return 0;
 }
 
+static int check_piped(const struct ve_rec_piped *p)
+{
+	if (p->tok == 0 || p->entry >= VE_PROTO_MAX_ENTRIES || p->stream_idx >= VE_PROTO_MAX_STREAMS)
+		return -EINVAL;
+	if (p->kind < 1 || p->kind >= VE_PROTO_KIND_MAX)
+		return -EINVAL;
+	if (!ZERO(p->rsvd0) || !ZERO(p->rsvd1))
+		return -EINVAL;
+	return 0;
+}
+
 static int check_bye(const struct ve_rec_bye *p)
 {
 	if (p->reason > 0 || p->reason < VE_PROTO_STATUS_MIN)
@@ -135,6 +146,8 @@ int ve_proto_check(const struct ve_rec *r, int dir)
 			return check_hint(&r->u.hint);
 		case VE_REC_BYE:
 			return check_bye(&r->u.bye);
+		case VE_REC_PIPED:
+			return check_piped(&r->u.piped);
 		}
 	} else if (dir == VE_DIR_TO_CLIENT) {
 		switch (r->type) {
@@ -164,6 +177,8 @@ const char *ve_proto_type_name(unsigned type)
 		return "HINT";
 	case VE_REC_BYE:
 		return "BYE";
+	case VE_REC_PIPED:
+		return "PIPED";
 	case VE_REC_BIND:
 		return "BIND";
 	case VE_REC_GATE:

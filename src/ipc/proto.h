@@ -68,6 +68,7 @@ enum ve_rec_type {
 	VE_REC_SUBMIT_FAILED = 3, /* the backend refused the bound submission */
 	VE_REC_HINT = 4,	  /* an op is coming (deadline, expected ready time) */
 	VE_REC_BYE = 5,		  /* the client detaches; no record follows */
+	VE_REC_PIPED = 6,	  /* an op was submitted behind its in-flight predecessor */
 	/* coordinator -> client */
 	VE_REC_BIND = 0x81,	/* op tok runs on pool entry 'entry', lane 'lane_stream' */
 	VE_REC_GATE = 0x82,	/* an entry's gate opened or closed (drain notice) */
@@ -140,6 +141,22 @@ struct ve_rec_hint {
 	uint16_t rsvd1;
 };
 
+/* PIPED: bounded pipelining (DESIGN.md section 7). The client submitted op
+ * 'tok' on 'entry' right behind one of its own ops still in flight there
+ * (bound by ved, its DONE not yet sent: ved processes this record first, so
+ * the entry is still this client's). ved counts it as bound there; its DONE
+ * (or a DONE with status -ECANCELED if it was not submitted after all)
+ * follows like any other. */
+struct ve_rec_piped {
+	uint64_t tok;
+	uint64_t key;
+	uint32_t stream_idx;
+	uint16_t entry;
+	uint8_t kind;
+	uint8_t rsvd0;
+	uint64_t rsvd1[4];
+};
+
 struct ve_rec_bye {
 	int32_t reason; /* 0: normal detach; -errno otherwise */
 	uint32_t rsvd0;
@@ -185,6 +202,7 @@ struct ve_rec {
 		struct ve_rec_submit_failed submit_failed;
 		struct ve_rec_hint hint;
 		struct ve_rec_bye bye;
+		struct ve_rec_piped piped;
 		struct ve_rec_bind bind;
 		struct ve_rec_gate gate;
 		struct ve_rec_reserve reserve;
@@ -240,6 +258,12 @@ VE__OFF(struct ve_rec_hint, op_flags, 52);
 VE__OFF(struct ve_rec_hint, rsvd0, 53);
 VE__OFF(struct ve_rec_hint, rsvd1, 54);
 _Static_assert(sizeof(struct ve_rec_bye) == 56, "bye payload");
+VE__OFF(struct ve_rec_piped, tok, 0);
+VE__OFF(struct ve_rec_piped, key, 8);
+VE__OFF(struct ve_rec_piped, stream_idx, 16);
+VE__OFF(struct ve_rec_piped, entry, 20);
+VE__OFF(struct ve_rec_piped, kind, 22);
+_Static_assert(sizeof(struct ve_rec_piped) == 56, "PIPED payload");
 VE__OFF(struct ve_rec_bye, reason, 0);
 _Static_assert(sizeof(struct ve_rec_bind) == 56, "bind payload");
 VE__OFF(struct ve_rec_bind, tok, 0);

@@ -484,6 +484,19 @@ int ve_pool_unreserve(struct ve_pool *p, uint16_t idx)
 	return 0;
 }
 
+int ve_pool_op_join(struct ve_pool *p, uint16_t idx, int32_t client)
+{
+	if (idx >= p->nentries || client < 0)
+		return -EINVAL;
+	struct ve_pool_entry *e = &p->e[idx];
+	if (e->state != VE_ENTRY_LEASED && e->state != VE_ENTRY_DRAINING)
+		return -EPERM;
+	if (!e->outstanding || (e->holder != client && e->holder != VE_HOLDER_SHARED))
+		return -EPERM;
+	e->outstanding++;
+	return 0;
+}
+
 int ve_pool_op_start(struct ve_pool *p, uint16_t idx)
 {
 	if (!valid(p, idx))

@@ -158,6 +158,11 @@ int ve_pool_unreserve(struct ve_pool *p, uint16_t idx);
  * op_done at zero releases a DRAINING entry (to IDLE or RESERVED) and may
  * complete pending reservations; it returns 1 if it released the entry. */
 int ve_pool_op_start(struct ve_pool *p, uint16_t idx);
+/* One more op of 'client' behind its work already running on idx (bounded
+ * pipelining): allowed while the entry is LEASED or DRAINING, held by the
+ * client (or shared), with outstanding work; a closed gate does not stop it,
+ * because the op is already on the GPU behind its predecessor. */
+int ve_pool_op_join(struct ve_pool *p, uint16_t idx, int32_t client);
 int ve_pool_op_done(struct ve_pool *p, uint16_t idx);
 
 /* Releases every lease and reservation held by 'client' (it exited): gates

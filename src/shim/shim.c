@@ -110,6 +110,8 @@ static int load_config(struct ve_shim_config *c)
 	c->max_ops = (uint32_t)v;
 	bad |= env_u64("VE_WINDOW", 2, 0, 1024, &v);
 	c->window = (uint32_t)v;
+	bad |= env_u64("VE_PIPE_BUDGET", 0, 0, 65535, &v);
+	c->pipe_budget = (uint32_t)v;
 	bad |= env_u64("VE_WATCHDOG_MS", 0, 0, 86400000, &v);
 	c->watchdog_ms = v;
 	char cls[32];
@@ -255,6 +257,7 @@ static int start_runtime(struct ve_shim *S)
 					  .lanes_per_entry = S->cfg.lanes,
 					  .copy_lanes = S->cfg.copy_lanes,
 					  .window = S->cfg.window,
+					  .pipe_budget = S->cfg.pipe_budget,
 					  .trace = S->trace};
 	uint64_t t0 = ve__now_ns();
 	rc = ve_dispatcher_create(&dc, &S->disp);

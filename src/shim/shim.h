@@ -32,6 +32,7 @@ struct ve_shim_config {
 	uint32_t copy_lanes; /* VE_COPY_LANES */
 	uint32_t max_ops;   /* VE_MAX_OPS */
 	uint32_t window;    /* VE_WINDOW: pipelining window per logical stream */
+	uint32_t pipe_budget; /* VE_PIPE_BUDGET: pipelined ops per stream between bindings when shared */
 	uint32_t latency;   /* VE_CLASS=latency */
 	char trace[512];    /* VE_TRACE */
 	char profile[512];  /* VE_PROFILE */
