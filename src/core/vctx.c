@@ -30,6 +30,7 @@ struct op {
 	uint32_t npreds_total;
 	uint32_t next_pipe;	/* pipeline-candidate list link */
 	uint8_t in_pipe;
+	uint8_t ext_hold;	/* extern-wait marker whose artificial predecessor is unsatisfied */
 	uint64_t seq;
 	ve_tok behind;		/* the one in-flight predecessor it may follow */
 	ve_tok preds[DUMP_PREDS];
@@ -57,6 +58,22 @@ struct event {
 	ve_tok tok;	     /* current generation's completion */
 	uint64_t t_ns;	     /* completion timestamp of the current generation */
 	uint8_t t_valid;
+};
+
+/* A completion watcher (ve_vctx_on_complete). Records are preallocated per
+ * vctx; an armed one hangs off its token's slot until that op completes,
+ * then it moves to the vctx's fired list and from there, under the lock, to
+ * the completing thread's queue, which runs it after the lock is dropped.
+ * cb == NULL: the record releases an extern-wait marker (dst, marker) of
+ * another vctx (ve_vctx_stream_wait_event_extern). */
+struct watcher {
+	void (*cb)(void *arg);
+	void *arg;
+	struct ve_vctx *dst;
+	ve_tok marker;
+	struct ve_vctx *owner;
+	struct watcher *tl_next; /* the running thread's queue */
+	uint32_t next;		 /* per-slot list, fired list or free list */
 };
 
 struct ve_vctx {
@@ -97,6 +114,13 @@ struct ve_vctx {
 
 	/* scratch for the inline-completion worklist (never allocated on the fast path) */
 	uint32_t *work;
+
+	/* completion watchers: per-slot FIFO lists, a fired list, a free stack */
+	struct watcher *wat;
+	uint32_t *wat_head, *wat_tail; /* per token slot, VE__NIL when none */
+	uint32_t wat_free, nwat_free;
+	uint32_t fired_head, fired_tail;
+	uint32_t nholds; /* extern-wait markers still held */
 };
 
 /* ------------------------------------------------------------------ handles */
@@ -155,8 +179,11 @@ int ve_vctx_create(const struct ve_vctx_config *cfg_in, struct ve_vctx **out)
 		cfg.max_events = 4096;
 	if (!cfg.big_payloads)
 		cfg.big_payloads = 256;
+	if (!cfg.max_watchers)
+		cfg.max_watchers = 1024;
 	if (cfg.max_ops < 2 || cfg.max_ops > (1u << 24) || cfg.max_streams < 2 ||
-	    cfg.max_streams > (1u << 20) || cfg.max_events > (1u << 24))
+	    cfg.max_streams > (1u << 20) || cfg.max_events > (1u << 24) ||
+	    cfg.max_watchers > (1u << 24))
 		return -EINVAL;
 
 	struct ve_vctx *v = calloc(1, sizeof(*v));
@@ -179,9 +206,23 @@ int ve_vctx_create(const struct ve_vctx_config *cfg_in, struct ve_vctx **out)
 	v->ptds_map = malloc(v->ptds_cap * sizeof(*v->ptds_map));
 	v->events = calloc(cfg.max_events ? cfg.max_events : 1, sizeof(*v->events));
 	v->work = calloc(cfg.max_ops, sizeof(*v->work));
+	v->wat = calloc(cfg.max_watchers, sizeof(*v->wat));
+	v->wat_head = malloc(cfg.max_ops * sizeof(*v->wat_head));
+	v->wat_tail = malloc(cfg.max_ops * sizeof(*v->wat_tail));
 	if (!v->ops || !v->inline_payload || !v->big_payload || !v->big_free || !v->streams ||
-	    !v->dirty || !v->ptds_map || !v->events || !v->work)
+	    !v->dirty || !v->ptds_map || !v->events || !v->work || !v->wat || !v->wat_head ||
+	    !v->wat_tail)
 		goto fail;
+	memset(v->wat_head, 0xff, cfg.max_ops * sizeof(*v->wat_head));
+	memset(v->wat_tail, 0xff, cfg.max_ops * sizeof(*v->wat_tail));
+	v->wat_free = VE__NIL;
+	for (uint32_t i = cfg.max_watchers; i-- > 0;) {
+		v->wat[i].owner = v;
+		v->wat[i].next = v->wat_free;
+		v->wat_free = i;
+	}
+	v->nwat_free = cfg.max_watchers;
+	v->fired_head = v->fired_tail = VE__NIL;
 	memset(v->ptds_map, 0xff, v->ptds_cap * sizeof(*v->ptds_map));
 	for (uint32_t i = 0; i < cfg.big_payloads; i++)
 		v->big_free[i] = cfg.big_payloads - 1 - i;
@@ -238,6 +279,9 @@ void ve_vctx_destroy(struct ve_vctx *v)
 	free(v->ptds_map);
 	free(v->events);
 	free(v->work);
+	free(v->wat);
+	free(v->wat_head);
+	free(v->wat_tail);
 	free(v);
 }
 
@@ -473,6 +517,18 @@ static void push_work(void *arg, uint32_t dep)
 
 static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns);
 
+/* The op in 'slot' completes: its watchers (in arming order) join the fired
+ * list, run by whoever drops the lock next (unlock_notify). */
+static void fire_watchers(struct ve_vctx *v, uint32_t slot)
+{
+	if (v->fired_tail == VE__NIL)
+		v->fired_head = v->wat_head[slot];
+	else
+		v->wat[v->fired_tail].next = v->wat_head[slot];
+	v->fired_tail = v->wat_tail[slot];
+	v->wat_head[slot] = v->wat_tail[slot] = VE__NIL;
+}
+
 /* An op with no unsatisfied predecessors: inline ops complete now, others
  * become ready. Returns true if the ready list went from empty to non-empty. */
 static bool became_ready(struct ve_vctx *v, uint32_t slot)
@@ -508,6 +564,8 @@ static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns)
 		struct op *o = &v->ops[slot];
 		if (o->desc.kind == VE_OP_EVENT_RECORD)
 			event_stamp(v, o, t_ns);
+		if (v->wat_head[slot] != VE__NIL)
+			fire_watchers(v, slot);
 		release_payload(v, o);
 		o->state = OP_FREE;
 		v->live_ops--;
@@ -584,7 +642,7 @@ static uint32_t edges_needed(struct ve_vctx *v, const struct stream *s, uint32_t
 /* Records one op on stream sidx. Called with the lock held and capacity checked. */
 static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_desc *d,
 			    const uint8_t *payload_src, const ve_tok *extra, uint32_t nextra,
-			    bool *woke)
+			    bool hold, bool *woke)
 {
 	ve_tok tok;
 	ve__tok_alloc(&v->tt, &tok); /* capacity checked */
@@ -596,6 +654,7 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	o->npreds_total = 0;
 	o->stream = sidx;
 	o->lane = VE__NIL;
+	o->ext_hold = 0;
 	o->seq = v->next_seq++;
 	o->desc = *d;
 	uint8_t *dst = NULL;
@@ -627,6 +686,13 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	/* E_event and pass-through barriers. */
 	for (uint32_t i = 0; i < nextra; i++)
 		add_pred(v, tok, extra[i]);
+	/* E_extern: a predecessor outside this vctx, counted without an edge;
+	 * only ve_vctx_extern_done() satisfies it. */
+	if (hold) {
+		v->tt.npend[slot]++;
+		o->ext_hold = 1;
+		v->nholds++;
+	}
 	s->tail = tok;
 	o->in_pipe = 0;
 	if (v->tt.npend[slot] == 0) {
@@ -670,6 +736,124 @@ static void notify(struct ve_vctx *v, bool woke)
 		v->cfg.notify_ready(v->cfg.notify_arg);
 }
 
+/* ------------------------------------------------------------------ watchers */
+
+/* Watchers this thread took off fired lists, run once it holds no vctx lock.
+ * A callback that completes ops itself (ve_vctx_extern_done on another vctx,
+ * whose watchers may release this one, and so on) appends to this queue
+ * instead of recursing, so a long ping-pong of cross-vctx waits completing at
+ * once runs in a loop, like the inline-marker cascade of complete_locked. */
+static _Thread_local struct watcher *tl_head, *tl_tail;
+static _Thread_local bool tl_running;
+
+static void take_fired_locked(struct ve_vctx *v)
+{
+	for (uint32_t i = v->fired_head; i != VE__NIL; i = v->wat[i].next) {
+		struct watcher *w = &v->wat[i];
+		w->tl_next = NULL;
+		if (tl_tail)
+			tl_tail->tl_next = w;
+		else
+			tl_head = w;
+		tl_tail = w;
+	}
+	v->fired_head = v->fired_tail = VE__NIL;
+}
+
+/* Gives a chain of run watchers (linked through 'next') back to their owner. */
+static void watchers_release(struct ve_vctx *v, uint32_t head, uint32_t tail, uint32_t n)
+{
+	if (!v || head == VE__NIL)
+		return;
+	pthread_mutex_lock(&v->lock);
+	v->wat[tail].next = v->wat_free;
+	v->wat_free = head;
+	v->nwat_free += n;
+	pthread_mutex_unlock(&v->lock);
+}
+
+static void run_watchers(void)
+{
+	if (tl_running)
+		return; /* an outer frame of this thread drains the queue */
+	tl_running = true;
+	struct ve_vctx *owner = NULL;
+	uint32_t head = VE__NIL, tail = VE__NIL, n = 0;
+	while (tl_head) {
+		struct watcher *w = tl_head;
+		tl_head = w->tl_next;
+		if (!tl_head)
+			tl_tail = NULL;
+		/* The record is this thread's alone until released: it left the
+		 * fired list under its owner's lock (take_fired_locked). */
+		if (w->cb) {
+			w->cb(w->arg);
+		} else {
+			int rc = ve_vctx_extern_done(w->dst, w->marker);
+			if (rc)
+				VE_ERR("vctx: releasing a cross-context wait failed (%d)", rc);
+		}
+		if (w->owner != owner) {
+			watchers_release(owner, head, tail, n);
+			owner = w->owner;
+			head = tail = VE__NIL;
+			n = 0;
+		}
+		uint32_t idx = (uint32_t)(w - owner->wat);
+		w->next = head;
+		head = idx;
+		if (tail == VE__NIL)
+			tail = idx;
+		n++;
+	}
+	watchers_release(owner, head, tail, n);
+	tl_running = false;
+}
+
+/* Drops the lock, then wakes the dispatcher and runs the watchers that
+ * completions made under the lock fired: outside every vctx lock, so a
+ * callback may call into any vctx, this one included. */
+static void unlock_notify(struct ve_vctx *v, bool woke)
+{
+	bool fired = v->fired_head != VE__NIL;
+	if (fired)
+		take_fired_locked(v);
+	pthread_mutex_unlock(&v->lock);
+	notify(v, woke);
+	if (fired)
+		run_watchers();
+}
+
+static int watcher_take_locked(struct ve_vctx *v, uint32_t *idx)
+{
+	uint32_t i = v->wat_free;
+	if (i == VE__NIL)
+		return -EAGAIN;
+	v->wat_free = v->wat[i].next;
+	v->nwat_free--;
+	*idx = i;
+	return 0;
+}
+
+static void watcher_put_locked(struct ve_vctx *v, uint32_t i)
+{
+	v->wat[i].next = v->wat_free;
+	v->wat_free = i;
+	v->nwat_free++;
+}
+
+/* Appends watcher i to live token t's list (FIFO: callbacks run in arming order). */
+static void watcher_arm_locked(struct ve_vctx *v, ve_tok t, uint32_t i)
+{
+	uint32_t slot = ve_tok_slot(t);
+	v->wat[i].next = VE__NIL;
+	if (v->wat_tail[slot] == VE__NIL)
+		v->wat_head[slot] = i;
+	else
+		v->wat[v->wat_tail[slot]].next = i;
+	v->wat_tail[slot] = i;
+}
+
 int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream h, const struct ve_desc *din, unsigned flags,
 		      const ve_tok *extra, uint32_t nextra, ve_tok *out)
 {
@@ -698,12 +882,11 @@ int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream h, const struct ve_desc *din,
 		rc = -ENOENT;
 		goto out;
 	}
-	ve_tok tok = record_locked(v, sidx, &d, din->payload, extra, nextra, &woke);
+	ve_tok tok = record_locked(v, sidx, &d, din->payload, extra, nextra, false, &woke);
 	if (out)
 		*out = tok;
 out:
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -793,10 +976,9 @@ int ve_vctx_event_record(struct ve_vctx *v, ve_event eh, ve_stream sh, uint64_t 
 	 * completes inside record_locked and must find its generation current. */
 	e->generation = gen;
 	e->t_valid = 0;
-	e->tok = record_locked(v, sidx, &d, NULL, NULL, 0, &woke);
+	e->tok = record_locked(v, sidx, &d, NULL, NULL, 0, false, &woke);
 out:
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -835,10 +1017,9 @@ int ve_vctx_stream_wait_event(struct ve_vctx *v, ve_stream sh, ve_event eh)
 	d.u.ev.event_idx = (uint32_t)eh;
 	d.u.ev.generation = e->generation;
 	d.key = ve_desc_key(&d);
-	record_locked(v, sidx, &d, NULL, &gtok, 1, &woke);
+	record_locked(v, sidx, &d, NULL, &gtok, 1, false, &woke);
 out:
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -865,6 +1046,150 @@ int ve_vctx_event_generation(struct ve_vctx *v, ve_event eh, uint64_t *gen, ve_t
 	}
 	pthread_mutex_unlock(&v->lock);
 	return e ? 0 : -ENOENT;
+}
+
+/* ------------------------------------------------------------------ cross-vctx waits */
+
+/* A wait marker on stream sh: an inline op with the stream's predecessors
+ * (S1, and D1/D2 when sh is the legacy stream), exactly as a local event wait
+ * records one; 'hold' adds the external predecessor. */
+static int wait_marker(struct ve_vctx *v, ve_stream sh, bool hold, ve_tok *out)
+{
+	bool woke = false;
+	int rc;
+	pthread_mutex_lock(&v->lock);
+	uint32_t sidx;
+	struct stream *s = stream_get(v, sh, &sidx);
+	if (!s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	rc = wait_capacity(v, 0, s, 0, 0);
+	if (rc)
+		goto out;
+	s = stream_get(v, sh, &sidx);
+	if (!s) {
+		rc = -ENOENT;
+		goto out;
+	}
+	struct ve_desc d = {.kind = VE_OP_EVENT_WAIT};
+	d.u.ev.event_idx = UINT32_MAX; /* no local event: never stamped */
+	d.key = ve_desc_key(&d);
+	ve_tok t = record_locked(v, sidx, &d, NULL, NULL, 0, hold, &woke);
+	if (out)
+		*out = t;
+out:
+	unlock_notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_stream_wait_extern(struct ve_vctx *v, ve_stream s, ve_tok *marker)
+{
+	if (!v || !marker)
+		return -EINVAL;
+	return wait_marker(v, s, true, marker);
+}
+
+int ve_vctx_extern_done(struct ve_vctx *v, ve_tok marker)
+{
+	if (!v)
+		return -EINVAL;
+	bool woke = false;
+	int rc = -ENOENT;
+	pthread_mutex_lock(&v->lock);
+	if (ve__tok_live(&v->tt, marker)) {
+		uint32_t slot = ve_tok_slot(marker);
+		struct op *o = &v->ops[slot];
+		if (!o->ext_hold) {
+			rc = -EINVAL; /* not an extern marker, or released already */
+		} else {
+			o->ext_hold = 0;
+			v->nholds--;
+			if (--v->tt.npend[slot] == 0)
+				woke = became_ready(v, slot); /* inline: completes now */
+			rc = 0;
+		}
+	}
+	unlock_notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_on_complete(struct ve_vctx *v, ve_tok t, void (*cb)(void *arg), void *arg)
+{
+	if (!v || !cb)
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	if (!ve__tok_live(&v->tt, t)) {
+		pthread_mutex_unlock(&v->lock);
+		cb(arg);
+		return 0;
+	}
+	uint32_t i;
+	int rc = watcher_take_locked(v, &i);
+	if (rc == 0) {
+		v->wat[i].cb = cb;
+		v->wat[i].arg = arg;
+		watcher_arm_locked(v, t, i);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ve_vctx_stream_wait_event_extern(struct ve_vctx *dst, ve_stream sh, struct ve_vctx *src,
+				     ve_event eh)
+{
+	if (!dst || !src)
+		return -EINVAL;
+	if (dst == src)
+		return ve_vctx_stream_wait_event(dst, sh, eh);
+	/* The generation current now (E2, E3); the watcher is taken before
+	 * anything is recorded so that running out of watchers records nothing. */
+	pthread_mutex_lock(&src->lock);
+	struct event *e = event_get(src, eh);
+	if (!e) {
+		pthread_mutex_unlock(&src->lock);
+		return -ENOENT;
+	}
+	ve_tok gtok = e->tok;
+	bool pending = ve__tok_live(&src->tt, gtok);
+	uint32_t wi = VE__NIL;
+	int rc = pending ? watcher_take_locked(src, &wi) : 0;
+	pthread_mutex_unlock(&src->lock);
+	if (rc)
+		return rc;
+	if (!pending) {
+		/* E4: no event edge, but on the legacy stream the wait is still a
+		 * legacy action (D1, D2), exactly as ve_vctx_stream_wait_event. */
+		if (sh == VE_STREAM_LEGACY)
+			return wait_marker(dst, sh, false, NULL);
+		pthread_mutex_lock(&dst->lock);
+		uint32_t sidx;
+		rc = stream_get(dst, sh, &sidx) ? 0 : -ENOENT;
+		pthread_mutex_unlock(&dst->lock);
+		return rc;
+	}
+	ve_tok marker;
+	rc = wait_marker(dst, sh, true, &marker);
+	pthread_mutex_lock(&src->lock);
+	if (rc) {
+		watcher_put_locked(src, wi);
+		pthread_mutex_unlock(&src->lock);
+		return rc;
+	}
+	/* The generation may have completed since it was read: then nothing
+	 * will fire, release the marker here. */
+	bool armed = ve__tok_live(&src->tt, gtok);
+	struct watcher *w = &src->wat[wi];
+	w->cb = NULL;
+	w->arg = NULL;
+	w->dst = dst;
+	w->marker = marker;
+	if (armed)
+		watcher_arm_locked(src, gtok, wi);
+	else
+		watcher_put_locked(src, wi);
+	pthread_mutex_unlock(&src->lock);
+	return armed ? 0 : ve_vctx_extern_done(dst, marker);
 }
 
 /* ------------------------------------------------------------------ waits */
@@ -1140,8 +1465,7 @@ int ve_vctx_dispatched(struct ve_vctx *v, ve_tok t, uint32_t lane)
 			rc = -EINVAL;
 		}
 	}
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -1194,8 +1518,7 @@ int ve_vctx_pipeline_claim(struct ve_vctx *v, ve_tok t, ve_tok behind)
 		woke = mark_dispatched_locked(v, ve_tok_slot(t), op_of(v, behind)->lane);
 		rc = 0;
 	}
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -1220,8 +1543,7 @@ int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t)
 			}
 		}
 	}
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -1248,8 +1570,7 @@ int ve_vctx_requeue(struct ve_vctx *v, ve_tok t)
 			rc = -EINVAL;
 		}
 	}
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -1270,8 +1591,7 @@ int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns)
 			woke = complete_locked(v, t, t_ns);
 		}
 	}
-	pthread_mutex_unlock(&v->lock);
-	notify(v, woke);
+	unlock_notify(v, woke);
 	return rc;
 }
 
@@ -1296,6 +1616,8 @@ void ve_vctx_stats(struct ve_vctx *v, struct ve_vctx_stats *st)
 		.free_edges = v->tt.nedge_free,
 		.streams = v->nstreams_live,
 		.events = v->nevents_live,
+		.watchers = v->cfg.max_watchers - v->nwat_free,
+		.extern_holds = v->nholds,
 	};
 	pthread_mutex_unlock(&v->lock);
 }
@@ -1317,9 +1639,12 @@ static const char *op_state_name(int s)
 void ve_vctx_dump(struct ve_vctx *v, FILE *f)
 {
 	pthread_mutex_lock(&v->lock);
-	fprintf(f, "vctx client=%u live_ops=%u ready=%u submitted=%llu completed=%llu error=%d\n",
+	fprintf(f,
+		"vctx client=%u live_ops=%u ready=%u submitted=%llu completed=%llu error=%d "
+		"extern_holds=%u watchers=%u\n",
 		v->cfg.client_id, v->live_ops, v->nready, (unsigned long long)v->n_submitted,
-		(unsigned long long)v->n_completed, v->error);
+		(unsigned long long)v->n_completed, v->error, v->nholds,
+		v->cfg.max_watchers - v->nwat_free);
 	fprintf(f, "streams:\n");
 	for (uint32_t i = 0; i < v->cfg.max_streams; i++) {
 		struct stream *s = &v->streams[i];
@@ -1355,6 +1680,8 @@ void ve_vctx_dump(struct ve_vctx *v, FILE *f)
 			if (ve__tok_live(&v->tt, p))
 				fprintf(f, " %u:%u", ve_tok_slot(p), ve_tok_gen(p));
 		}
+		if (o->ext_hold)
+			fprintf(f, " [extern: waits for another context]");
 		if (o->npreds_total > o->npreds_dump)
 			fprintf(f, " (+%u more recorded)", o->npreds_total - o->npreds_dump);
 		if (o->lane != VE__NIL && o->state == OP_DISPATCHED)

@@ -14,7 +14,11 @@
  *    at the stream's completion point; a wait captures the generation current
  *    when it is issued, so re-recording never retargets an earlier wait;
  *  - sync and query read the same token state, for a stream (its tail), an
- *    event (its generation) or the whole context (every tail).
+ *    event (its generation) or the whole context (every tail);
+ *  - waits across contexts (one vctx per client and device; cuStreamWaitEvent
+ *    "may be from a different context or device"): a marker on the waiting
+ *    stream with one external predecessor, released by a completion watcher
+ *    on the other vctx (see "cross-vctx waits" below).
  *
  * Thread-safety: every call may be made from any thread. One mutex guards the
  * vctx; waits sleep on a condition variable that completions broadcast only
@@ -76,6 +80,7 @@ struct ve_vctx_config {
 	 * non-empty, so a sleeping dispatcher can be woken. May be NULL. */
 	void (*notify_ready)(void *arg);
 	void *notify_arg;
+	uint32_t max_watchers; /* completion watchers, ve_vctx_on_complete (default 1024) */
 };
 
 int ve_vctx_create(const struct ve_vctx_config *cfg, struct ve_vctx **out);
@@ -125,6 +130,56 @@ int ve_vctx_submit(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, unsi
 		   ve_tok *out);
 int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, unsigned flags,
 		      const ve_tok *extra, uint32_t nextra, ve_tok *out);
+
+/* ---- cross-vctx waits (several devices, docs/architecture.md "Several GPUs") ----
+ *
+ * cuStreamWaitEvent may name an event of another context (CUDA Driver API,
+ * cuStreamWaitEvent: "hEvent may be from a different context or device than
+ * hStream"). Each vctx orders only its own ops, so such a wait is split in
+ * three pieces that any runtime holding several vctxs can put together:
+ *
+ *   ve_vctx_event_generation(A, E, NULL, &tok);           the generation now (E2, E3)
+ *   ve_vctx_stream_wait_extern(B, s, &marker);            a held marker on s
+ *   ve_vctx_on_complete(A, tok, cb, ...);                 cb: ve_vctx_extern_done(B, marker)
+ *
+ * ve_vctx_stream_wait_event_extern() does all three (and gets the corner
+ * cases right); use it unless you need the pieces.
+ */
+
+/* Records on s an inline marker op with the predecessors a local event wait
+ * gets (s's tail; on the legacy stream every blocking stream's tail, D1/D2)
+ * plus one artificial unsatisfied predecessor that only ve_vctx_extern_done()
+ * satisfies. Later work on s (and, if s is the legacy stream, on every
+ * blocking stream) waits for the marker. Waits for free tokens like
+ * ve_vctx_stream_wait_event. *marker: the marker's token. */
+int ve_vctx_stream_wait_extern(struct ve_vctx *v, ve_stream s, ve_tok *marker);
+/* Satisfies the artificial predecessor of 'marker' (exactly once): the marker
+ * completes once its other predecessors have. -ENOENT if marker is not a live
+ * op, -EINVAL if it is not a held extern marker (or was released already). */
+int ve_vctx_extern_done(struct ve_vctx *v, ve_tok marker);
+/* Calls cb(arg) exactly once when token t of v completes: at once, from the
+ * caller, if t is already complete (or VE_TOK_NONE, or an old token whose slot
+ * was recycled); otherwise from the thread that completes t, after v's lock
+ * is released (so cb may call into any vctx, v included), before that call
+ * returns. Callbacks that complete further tokens do not nest: their
+ * watchers run from the same loop. A device error (status != 0) completes t
+ * too and still calls cb: the error stays sticky in v only, like CUDA's
+ * per-context errors. Watcher records are preallocated (cfg.max_watchers):
+ * -EAGAIN when all are armed (back-pressure: nothing was armed, retry after
+ * completions). Armed watchers of a destroyed vctx are dropped uncalled. */
+int ve_vctx_on_complete(struct ve_vctx *v, ve_tok t, void (*cb)(void *arg), void *arg);
+/* cuStreamWaitEvent(s of dst, e of src): later work on s waits for e's
+ * generation current at the call (E2, E3; later records of e in src do not
+ * retarget it). A never-recorded or completed generation adds no edge (E4),
+ * but on dst's legacy stream the wait is still a legacy action (a marker
+ * joining dst's blocking streams, D1/D2), as in ve_vctx_stream_wait_event.
+ * dst == src is a local wait. -ENOENT for an unknown s or e, -EAGAIN when src
+ * has no free watcher (nothing recorded; retry), otherwise as
+ * ve_vctx_stream_wait_event. Both vctxs must stay alive until the wait is
+ * released: synchronise dst (which implies the generation completed) before
+ * destroying either. */
+int ve_vctx_stream_wait_event_extern(struct ve_vctx *dst, ve_stream s, struct ve_vctx *src,
+				     ve_event e);
 
 /* ---- tokens and whole-context sync ---- */
 bool ve_vctx_tok_done(struct ve_vctx *v, ve_tok t);
@@ -178,6 +233,8 @@ int ve_vctx_error(struct ve_vctx *v);
 struct ve_vctx_stats {
 	uint64_t submitted, completed, inline_completed;
 	uint32_t live_ops, ready_ops, free_slots, free_edges, streams, events;
+	uint32_t watchers;     /* completion watchers armed or running */
+	uint32_t extern_holds; /* extern-wait markers not yet released */
 };
 void ve_vctx_stats(struct ve_vctx *v, struct ve_vctx_stats *st);
 
