@@ -460,6 +460,13 @@ static void bind_thread(struct cu_backend *b)
 	CUcontext cur = NULL;
 	if (CU(cuCtxGetCurrent, &cur) != CUDA_SUCCESS || cur != b->primary)
 		CU(cuCtxSetCurrent, b->primary);
+	/* This thread's own calls (stall queries, syncs at teardown) must not
+	 * count as unsafe against an app's global-mode stream capture, which
+	 * would invalidate the app's graph: relaxed mode for this thread. */
+	if (ve__real.cuThreadExchangeStreamCaptureMode) {
+		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+		ve__real.cuThreadExchangeStreamCaptureMode(&mode);
+	}
 	tls_gen = b->gen;
 }
 

@@ -61,6 +61,7 @@
 	X(cuStreamBeginCapture)                                                                    \
 	X(cuStreamEndCapture)                                                                      \
 	X(cuStreamIsCapturing)                                                                     \
+	X(cuThreadExchangeStreamCaptureMode)                                                       \
 	X(cuStreamWriteValue32)                                                                    \
 	X(cuStreamWriteValue64)                                                                    \
 	X(cuStreamWaitValue32)                                                                     \
