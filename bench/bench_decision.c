@@ -46,6 +46,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_util.h"
 
 #define NCLIENTS   16
 #define PER_CLIENT 64
@@ -221,62 +222,8 @@ static struct result run_policy(const char *policy, uint32_t nclients, int per_c
 	return res;
 }
 
-static void cpu_model(char *out, size_t len)
-{
-	snprintf(out, len, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return;
-	char line[512];
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "model name", 10) == 0) {
-			char *q = strchr(line, ':');
-			if (q) {
-				q++;
-				while (*q == ' ' || *q == '\t')
-					q++;
-				q[strcspn(q, "\n")] = 0;
-				snprintf(out, len, "%s", q);
-			}
-			break;
-		}
-	}
-	fclose(f);
-}
 
-static void git_commit(char *out, size_t len)
-{
-	snprintf(out, len, "unknown");
-	FILE *q = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
-	if (!q)
-		return;
-	char buf[64];
-	if (fgets(buf, sizeof(buf), q)) {
-		buf[strcspn(buf, "\n")] = 0;
-		if (buf[0])
-			snprintf(out, len, "%s", buf);
-	}
-	pclose(q);
-	q = popen("git status --porcelain --untracked-files=no 2>/dev/null | head -1", "r");
-	if (q) {
-		if (fgets(buf, sizeof(buf), q) && buf[0])
-			strncat(out, "-dirty", len - strlen(out) - 1);
-		pclose(q);
-	}
-}
 
-/* JSON strings here come from /proc and uname: escape the two specials. */
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', f);
-		if ((unsigned char)*s >= 0x20)
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
 
 static void json_stats(FILE *f, const char *name, const struct stats *s, const char *tail)
 {

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_util.h"
 
 #define RING_RECORDS 1024u
 #define REPS	     7
@@ -403,32 +404,6 @@ static int run_tput(uint64_t budget_ns, struct tput_result *res)
 	return 0;
 }
 
-static void cpu_model(char *out, size_t len)
-{
-	snprintf(out, len, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return;
-	char line[512];
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "model name", 10) == 0) {
-			char *v = strchr(line, ':');
-			if (v) {
-				v++;
-				while (*v == ' ' || *v == '\t')
-					v++;
-				v[strcspn(v, "\n")] = 0;
-				/* Keep the JSON string plain. */
-				for (char *s = v; *s; s++)
-					if (*s == '"' || *s == '\\')
-						*s = ' ';
-				snprintf(out, len, "%s", v);
-			}
-			break;
-		}
-	}
-	fclose(f);
-}
 
 int main(int argc, char **argv)
 {
@@ -461,6 +436,9 @@ int main(int argc, char **argv)
 
 	char cpu[256], date[64];
 	cpu_model(cpu, sizeof(cpu));
+	for (char *q = cpu; *q; q++) /* printed with %s below: keep the JSON plain */
+		if (*q == '"' || *q == '\\')
+			*q = ' ';
 	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
