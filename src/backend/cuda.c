@@ -272,6 +272,28 @@ static void lane_free_host(struct cu_backend *b, struct lane *l)
 	l->q = NULL;
 }
 
+/* lane_init on a new stream; on failure the stream and the lane's host slot
+ * are released again, so the caller unwinds only lanes [0, k). */
+static int lane_add(struct cu_backend *b, struct lane *l, uint32_t id, CUstream s, bool staging)
+{
+	int rc = lane_init(b, l, id, s, staging);
+	if (rc) {
+		CU(cuStreamDestroy, s);
+		lane_free_host(b, l);
+	}
+	return rc;
+}
+
+/* Undoes a partial pool-creation step: lanes [0, n) and the array. */
+static void lanes_unwind(struct cu_backend *b, struct lane *lanes, uint32_t n)
+{
+	while (n-- > 0) {
+		CU(cuStreamDestroy, lanes[n].s);
+		lane_free_host(b, &lanes[n]);
+	}
+	free(lanes);
+}
+
 static void activate(struct cu_backend *b, struct lane *l, uint64_t now)
 {
 	if (l->apos >= 0)
@@ -369,19 +391,12 @@ static int cu_entry_create(struct ve_backend *vb, uint32_t idx, uint64_t leaf_ma
 			rc = -EIO;
 			break;
 		}
-		rc = lane_init(b, &lanes[k], VE_LANE(idx, k), s, false);
-		if (rc) {
-			CU(cuStreamDestroy, s);
-			lane_free_host(b, &lanes[k]);
+		rc = lane_add(b, &lanes[k], VE_LANE(idx, k), s, false);
+		if (rc)
 			break;
-		}
 	}
 	if (rc) {
-		while (k-- > 0) {
-			CU(cuStreamDestroy, lanes[k].s);
-			lane_free_host(b, &lanes[k]);
-		}
-		free(lanes);
+		lanes_unwind(b, lanes, k);
 		CU(cuGreenCtxDestroy, g);
 		b->slots_used = slots0;
 		return rc;
@@ -428,19 +443,12 @@ static int cu_copy_lanes_create(struct ve_backend *vb, uint32_t n)
 			rc = -EIO;
 			break;
 		}
-		rc = lane_init(b, &lanes[k], VE_LANE(VE_LANE_COPY_ENTRY, k), s, true);
-		if (rc) {
-			CU(cuStreamDestroy, s);
-			lane_free_host(b, &lanes[k]);
+		rc = lane_add(b, &lanes[k], VE_LANE(VE_LANE_COPY_ENTRY, k), s, true);
+		if (rc)
 			break;
-		}
 	}
 	if (rc) {
-		while (k-- > 0) {
-			CU(cuStreamDestroy, lanes[k].s);
-			lane_free_host(b, &lanes[k]);
-		}
-		free(lanes);
+		lanes_unwind(b, lanes, k);
 		b->slots_used = slots0;
 		return rc;
 	}

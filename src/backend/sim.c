@@ -1006,6 +1006,22 @@ static void lanes_init(struct sim_lane *v, uint32_t n, uint32_t entry, struct si
 	}
 }
 
+/* n zeroed lanes, with room for them in the run list; allocation happens
+ * only here and at creation, never per op. */
+static int lanes_alloc(struct sim *s, uint32_t n, struct sim_lane **out)
+{
+	struct sim_lane *lanes = calloc(n, sizeof(*lanes));
+	if (!lanes)
+		return -ENOMEM;
+	int rc = grow_run(s, n);
+	if (rc) {
+		free(lanes);
+		return rc;
+	}
+	*out = lanes;
+	return 0;
+}
+
 static int sim_entry_create(struct ve_backend *b, uint32_t idx, uint64_t leaf_mask,
 			    uint32_t nstreams)
 {
@@ -1026,16 +1042,10 @@ static int sim_entry_create(struct ve_backend *b, uint32_t idx, uint64_t leaf_ma
 		rc = -EEXIST;
 		goto out;
 	}
-	struct sim_lane *lanes = calloc(nstreams, sizeof(*lanes));
-	if (!lanes) {
-		rc = -ENOMEM;
+	struct sim_lane *lanes;
+	rc = lanes_alloc(s, nstreams, &lanes);
+	if (rc)
 		goto out;
-	}
-	rc = grow_run(s, nstreams);
-	if (rc) {
-		free(lanes);
-		goto out;
-	}
 	memset(e, 0, sizeof(*e));
 	e->leaves = leaf_mask;
 	for (uint64_t m = leaf_mask; m; m &= m - 1) {
@@ -1073,16 +1083,10 @@ static int sim_copy_lanes_create(struct ve_backend *b, uint32_t n)
 		rc = -EEXIST;
 		goto out;
 	}
-	struct sim_lane *lanes = calloc(n, sizeof(*lanes));
-	if (!lanes) {
-		rc = -ENOMEM;
+	struct sim_lane *lanes;
+	rc = lanes_alloc(s, n, &lanes);
+	if (rc)
 		goto out;
-	}
-	rc = grow_run(s, n);
-	if (rc) {
-		free(lanes);
-		goto out;
-	}
 	lanes_init(lanes, n, VE_LANE_COPY_ENTRY, NULL);
 	s->copy = lanes;
 	s->ncopy = n;
