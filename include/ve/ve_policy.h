@@ -30,7 +30,7 @@
 
 #include "ve/ve_pool.h"
 
-#define VE_POLICY_ABI_VERSION 1
+#define VE_POLICY_ABI_VERSION 2 /* 2 adds grant(); policies built for 1 still load */
 #define VE_POLICY_MAX_CLIENTS 64
 
 /* Ready-op flags. */
@@ -138,6 +138,42 @@ struct ve_policy_event {
 	const char *reason;
 };
 
+/* ---- Grant mode (ABI 2) ----
+ *
+ * Per-op binding costs a coordinator decision per kernel. In grant mode the
+ * coordinator instead decides, every tick, which pool entry each client may
+ * use (its grant); the client binds its own ready ops to that entry with no
+ * round trip, and submits a stream's successors right behind their
+ * predecessors on the entry's lanes. A grant that changes closes the old
+ * entry's gate: work already submitted there finishes where it is, the
+ * stream's next op binds inside the new grant, and the coordinator hands the
+ * old entry's SMs to another client only once the client reports them
+ * drained. Descriptors never change, so results do not depend on grants.
+ *
+ * Each tick the policy sees every client's demand and fills a plan (it
+ * arrives pre-filled with the current grants). The coordinator validates it:
+ * grants of different clients never share a leaf unless both are marked
+ * share; a grant whose SMs are still draining takes effect once they are free.
+ */
+struct ve_client_demand {
+	uint32_t ready;	      /* compute ops ready and waiting to be submitted */
+	uint32_t inflight;    /* compute ops submitted and not yet complete */
+	uint32_t want_sms;    /* SMs its recent kernels could use at once (decaying max) */
+	uint32_t min_sms;     /* widest waiting op that fits no entry of its grant (0: none) */
+	uint64_t active_ns;   /* last time it had work ready or in flight (0: never) */
+	uint64_t deadline_ns; /* earliest deadline among its waiting latency ops (0: none) */
+	uint32_t flags;	      /* VE_DEMAND_* */
+	uint16_t entry;	      /* entry granted now, VE_POOL_NONE if none */
+	uint16_t pad;
+};
+#define VE_DEMAND_LATENCY (1u << 0) /* latency-class client */
+#define VE_DEMAND_WAITING (1u << 1) /* has ready work that no entry of its grant can run */
+
+struct ve_grant_plan {
+	uint16_t entry[VE_POLICY_MAX_CLIENTS]; /* per client: the entry to grant, VE_POOL_NONE */
+	uint8_t share[VE_POLICY_MAX_CLIENTS];  /* 1: may overlap other clients marked share */
+};
+
 /* Select flags. */
 #define VE_BIND_SHARE (1u << 0) /* allow sharing a leased entry with other ops/clients */
 
@@ -154,6 +190,12 @@ struct ve_policy_ops {
 	int (*prepare)(void *priv, const struct ve_policy_view *v, const struct ve_hint *h,
 		       struct ve_plan *plan);
 	void (*notify)(void *priv, const struct ve_policy_view *v, const struct ve_policy_event *ev);
+	/* ABI 2 (absent from policies built for ABI 1). Grant mode: called every
+	 * tick with demand[c] for every client c (inactive clients zeroed).
+	 * NULL: the policy binds op by op through pick/select. Return 0, or a
+	 * negative errno to keep the current grants this tick. */
+	int (*grant)(void *priv, const struct ve_policy_view *v, const struct ve_client_demand *demand,
+		     struct ve_grant_plan *plan);
 };
 
 /* Entry point an external policy .so exports. */

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define VE_BACKEND_OPS_VERSION 1
+#define VE_BACKEND_OPS_VERSION 2
 #define VE_MAX_LEAVES	       64
 #define VE_LANE_COPY_ENTRY     0xffffu
 #define VE_LANE(entry, k)      (((uint32_t)(entry) << 8) | ((uint32_t)(k) & 0xffu))
@@ -79,7 +79,24 @@ struct ve_backend_ops {
 	/* Backend clock in ns (virtual time in the sim). */
 	uint64_t (*now)(struct ve_backend *b);
 	void (*destroy)(struct ve_backend *b);
+	/* Version 2. Like submit, but the op's completion may be reported late:
+	 * it completes, in lane order, together with the next op of its lane
+	 * submitted with submit() or at the next flush() of the lane. This is
+	 * what makes a launch cost one driver call instead of two (a completion
+	 * marker per op doubles the submit path). A backend for which reporting
+	 * is free may implement it as submit. */
+	int (*submit_deferred)(struct ve_backend *b, uint32_t lane, const struct ve_desc *d,
+			       uint64_t cookie);
+	/* Version 2. Every op submitted on 'lane' so far will be reported by
+	 * poll() once it completes. 0, -ENOENT for an unknown lane, or a
+	 * transient error (-EAGAIN: retry). A no-op where nothing is deferred. */
+	int (*flush)(struct ve_backend *b, uint32_t lane);
+	uint32_t caps; /* Version 2: VE_BACKEND_CAP_* */
 };
+
+/* The backend's clock is virtual and moves only through wait() (the sim):
+ * a dispatcher thread must call wait() instead of sleeping in real time. */
+#define VE_BACKEND_CAP_VIRTUAL_CLOCK (1u << 0)
 
 struct ve_backend {
 	const struct ve_backend_ops *ops;

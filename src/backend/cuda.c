@@ -93,6 +93,7 @@ struct lane {
 	CUdeviceptr ctr_dev;
 	uint64_t issued; /* last sequence number enqueued */
 	uint64_t ok;	 /* highest counter value seen */
+	uint32_t unmarked; /* records at the tail waiting for the next marker (deferred) */
 	/* After a sticky error: records with seq <= err_seq (COUNTER) or index <
 	 * err_end (EVENT) that are not done complete with err. */
 	int32_t err;
@@ -714,14 +715,32 @@ static CUresult mark(struct cu_backend *b, struct lane *l, struct rec *r)
 	return cr;
 }
 
-static int cu_submit(struct ve_backend *vb, uint32_t lane, const struct ve_desc *d, uint64_t cookie)
+/* Enqueues a marker for every record at the lane's tail that has none yet. */
+static CUresult flush_lane(struct cu_backend *b, struct lane *l)
 {
-	struct cu_backend *b = to_cu(vb);
+	if (!l->unmarked)
+		return CUDA_SUCCESS;
+	uint64_t seq = l->issued + 1;
+	CUresult cr =
+	    CU(cuStreamWriteValue64, l->s, l->ctr_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+	if (cr == CUDA_SUCCESS) {
+		l->issued = seq;
+		l->unmarked = 0;
+	}
+	return cr;
+}
+
+static int submit_op(struct cu_backend *b, uint32_t lane, const struct ve_desc *d, uint64_t cookie,
+		     bool defer)
+{
 	if (!b || !d)
 		return -EINVAL;
 	struct lane *l = find_lane(b, lane);
 	if (!l)
 		return -ENOENT;
+	/* A deferred record is done when the marker after it is: only the
+	 * counter protocol numbers markers, so events mark every op. */
+	defer = defer && b->mode == VE_CUDA_COMPLETION_COUNTER;
 	if (l->tail - l->head > l->mask) {
 		bump(&b->n_eagain, 1);
 		return -EAGAIN;
@@ -752,8 +771,14 @@ static int cu_submit(struct ve_backend *vb, uint32_t lane, const struct ve_desc 
 		bump(&b->n_eagain, 1);
 		return again;
 	}
-	if (st == 0) {
+	if (st == 0 && defer) {
+		/* Done with the lane's next marker (a marked submit or a flush). */
+		r->seq = l->issued + 1;
+		l->unmarked++;
+	} else if (st == 0) {
 		CUresult mr = mark(b, l, r);
+		if (mr == CUDA_SUCCESS)
+			l->unmarked = 0; /* this marker covers every deferred record before it */
 		if (mr != CUDA_SUCCESS) {
 			/* The op is enqueued but cannot be observed: the context is
 			 * broken (sticky error) or out of resources. Report it now,
@@ -778,6 +803,39 @@ static int cu_submit(struct ve_backend *vb, uint32_t lane, const struct ve_desc 
 	l->tail++;
 	activate(b, l, now);
 	bump(&b->n_submitted, 1);
+	return 0;
+}
+
+static int cu_submit(struct ve_backend *vb, uint32_t lane, const struct ve_desc *d, uint64_t cookie)
+{
+	return submit_op(to_cu(vb), lane, d, cookie, false);
+}
+
+static int cu_submit_deferred(struct ve_backend *vb, uint32_t lane, const struct ve_desc *d,
+			      uint64_t cookie)
+{
+	return submit_op(to_cu(vb), lane, d, cookie, true);
+}
+
+static int cu_flush(struct ve_backend *vb, uint32_t lane)
+{
+	struct cu_backend *b = to_cu(vb);
+	if (!b)
+		return -EINVAL;
+	struct lane *l = find_lane(b, lane);
+	if (!l)
+		return -ENOENT;
+	if (!l->unmarked)
+		return 0;
+	if (VE_UNLIKELY(tls_gen != b->gen))
+		bind_thread(b);
+	CUresult cr = flush_lane(b, l);
+	if (cr != CUDA_SUCCESS) {
+		/* Broken context: the stall check queries the lane and fails what
+		 * it holds, so nothing waits for a marker that never comes. */
+		VE_WARN("cuda backend: lane %#x: completion marker failed: %s", lane, cu_name(cr));
+		l->next_check_ns = 0;
+	}
 	return 0;
 }
 
@@ -863,6 +921,11 @@ static void stall_check(struct cu_backend *b, struct lane *l, uint64_t now)
 	if (q == CUDA_SUCCESS) {
 		if (head_done(b, l, &st))
 			return;
+		if (l->unmarked && flush_lane(b, l) == CUDA_SUCCESS) {
+			/* Deferred records nobody flushed: mark them now (a safety
+			 * net; the dispatcher flushes what it waits for). */
+			return;
+		}
 		VE_ERR("cuda backend: lane %#x is idle but its completion marker never arrived; "
 		       "failing %u ops",
 		       l->id, l->tail - l->head);
@@ -1041,6 +1104,8 @@ const struct ve_backend_ops ve_cuda_backend_ops = {
     .wait = cu_wait,
     .now = cu_now,
     .destroy = cu_destroy,
+    .submit_deferred = cu_submit_deferred,
+    .flush = cu_flush,
 };
 
 #define FAIL(code, ...)                                                                            \

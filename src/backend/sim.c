@@ -125,6 +125,14 @@ struct sim_lane {
 	struct sim_entry *e;	    /* NULL for a copy lane */
 	struct sim_lane *pend_next; /* s->pend list link */
 	bool pending;		    /* head is queued and the lane is on s->pend */
+	/* Deferred reporting (cfg.defer_reports): ops are numbered per lane;
+	 * an op may be reported once a marked op at or after it finished, or a
+	 * flush covered it. Done ops not yet reportable wait in 'held', in lane
+	 * order. */
+	uint64_t lseq_next, report_upto, flush_upto;
+	uint32_t held_head, held_tail, nheld;
+	struct sim_lane *held_next; /* s->held_lanes list link */
+	bool on_held;
 };
 
 struct sim_entry {
@@ -141,6 +149,7 @@ struct sim_op {
 	const struct ve_desc *desc;
 	struct sim_lane *lane;
 	uint64_t cookie, seq;
+	uint64_t lseq; /* number on its lane, from 1 */
 	uint64_t t_submit, t_start, t_end;
 	uint64_t t_pred; /* end at the current rate */
 	uint64_t t_rate; /* when rem was last brought up to date */
@@ -161,6 +170,7 @@ struct sim_op {
 	int32_t status;
 	uint8_t state, kind;
 	bool fluid; /* rate set by recompute(): kernels, and copies that use bandwidth */
+	bool deferred; /* submit_deferred with cfg.defer_reports */
 };
 
 struct sim {
@@ -187,6 +197,8 @@ struct sim {
 	uint32_t done_head, ndone;
 	uint32_t nqueued;
 	struct sim_lane *pend;
+	struct sim_lane *held_lanes; /* lanes with held deferred completions */
+	uint32_t nheld;
 	bool dirty; /* set of running fluid ops changed since the last recompute */
 	double sum_meff;
 	double sum_bw; /* bandwidth share handed out now */
@@ -835,6 +847,8 @@ static void finish_op(struct sim *s, uint32_t i)
 		l->tail = NIL;
 	else
 		pend_add(s, l);
+	if (!o->deferred && o->lseq > l->report_upto)
+		l->report_upto = o->lseq;
 	s->st.finished[o->kind]++;
 	if (o->status)
 		s->st.exec_faults++;
@@ -1003,6 +1017,7 @@ static void lanes_init(struct sim_lane *v, uint32_t n, uint32_t entry, struct si
 		v[k].e = e;
 		v[k].pend_next = NULL;
 		v[k].pending = false;
+		v[k].held_head = v[k].held_tail = NIL;
 	}
 }
 
@@ -1095,7 +1110,8 @@ out:
 	return rc;
 }
 
-static int sim_submit(struct ve_backend *b, uint32_t lane, const struct ve_desc *d, uint64_t cookie)
+static int submit_op(struct ve_backend *b, uint32_t lane, const struct ve_desc *d, uint64_t cookie,
+		     bool defer)
 {
 	struct sim *s = to_sim(b);
 	if (!s)
@@ -1139,6 +1155,8 @@ static int sim_submit(struct ve_backend *b, uint32_t lane, const struct ve_desc 
 	o->kind = d->kind;
 	o->state = OP_QUEUED;
 	o->next = NIL;
+	o->lseq = ++l->lseq_next;
+	o->deferred = defer && s->cfg.defer_reports;
 	o->t_submit = now_of(s) + s->cfg.submit_latency_ns;
 	apply_jitter(s, o);
 	/* Execution faults are numbered like seq, 1-based. */
@@ -1163,6 +1181,89 @@ out:
 	return rc;
 }
 
+static int sim_submit(struct ve_backend *b, uint32_t lane, const struct ve_desc *d, uint64_t cookie)
+{
+	return submit_op(b, lane, d, cookie, false);
+}
+
+static int sim_submit_deferred(struct ve_backend *b, uint32_t lane, const struct ve_desc *d,
+			       uint64_t cookie)
+{
+	return submit_op(b, lane, d, cookie, true);
+}
+
+static int sim_flush(struct ve_backend *b, uint32_t lane)
+{
+	struct sim *s = to_sim(b);
+	if (!s)
+		return -EINVAL;
+	int rc = sim_lock(s);
+	if (rc)
+		return rc;
+	struct sim_lane *l = find_lane(s, lane);
+	if (l)
+		l->flush_upto = l->lseq_next;
+	sim_unlock(s);
+	return l ? 0 : -ENOENT;
+}
+
+static bool reportable(const struct sim_op *o)
+{
+	const struct sim_lane *l = o->lane;
+	return !o->deferred || o->lseq <= l->report_upto || o->lseq <= l->flush_upto;
+}
+
+static void hold(struct sim *s, uint32_t i)
+{
+	struct sim_lane *l = s->ops[i].lane;
+	s->ops[i].next = NIL;
+	if (l->held_tail == NIL)
+		l->held_head = i;
+	else
+		s->ops[l->held_tail].next = i;
+	l->held_tail = i;
+	l->nheld++;
+	s->nheld++;
+	if (!l->on_held) {
+		l->on_held = true;
+		l->held_next = s->held_lanes;
+		s->held_lanes = l;
+	}
+}
+
+static void report(struct sim *s, uint32_t i, struct ve_completion *out)
+{
+	struct sim_op *o = &s->ops[i];
+	out->cookie = o->cookie;
+	out->status = o->status;
+	out->lane = o->lane->id;
+	out->t_submit_ns = o->t_submit;
+	out->t_start_ns = o->t_start;
+	out->t_end_ns = o->t_end;
+	o->state = OP_FREE;
+	o->desc = NULL;
+	o->next = s->free_head;
+	s->free_head = i;
+	s->nfree++;
+}
+
+/* Reports lane l's held ops up to (and including) lane number upto, in order. */
+static int release_held(struct sim *s, struct sim_lane *l, uint64_t upto, struct ve_completion *out,
+			int max)
+{
+	int n = 0;
+	while (n < max && l->held_head != NIL && s->ops[l->held_head].lseq <= upto) {
+		uint32_t i = l->held_head;
+		l->held_head = s->ops[i].next;
+		if (l->held_head == NIL)
+			l->held_tail = NIL;
+		l->nheld--;
+		s->nheld--;
+		report(s, i, &out[n++]);
+	}
+	return n;
+}
+
 static int sim_poll(struct ve_backend *b, struct ve_completion *out, int max)
 {
 	struct sim *s = to_sim(b);
@@ -1174,23 +1275,34 @@ static int sim_poll(struct ve_backend *b, struct ve_completion *out, int max)
 	if (rc)
 		return rc;
 	int n = 0;
+	/* Held ops a flush made reportable since the last poll. */
+	for (struct sim_lane **pl = &s->held_lanes; *pl && n < max;) {
+		struct sim_lane *l = *pl;
+		n += release_held(s, l, l->flush_upto, out + n, max - n);
+		if (l->held_head == NIL) {
+			l->on_held = false;
+			*pl = l->held_next;
+		} else {
+			pl = &l->held_next;
+		}
+	}
 	while (n < max && s->ndone) {
 		uint32_t i = s->done[s->done_head];
+		struct sim_op *o = &s->ops[i];
+		struct sim_lane *l = o->lane;
+		if (reportable(o) && l->held_head != NIL) {
+			/* Everything held before it on its lane goes first. */
+			n += release_held(s, l, o->lseq, out + n, max - n);
+			if (n == max)
+				break;
+		}
 		s->done_head = (s->done_head + 1) % s->cap;
 		s->ndone--;
-		struct sim_op *o = &s->ops[i];
-		out[n].cookie = o->cookie;
-		out[n].status = o->status;
-		out[n].lane = o->lane->id;
-		out[n].t_submit_ns = o->t_submit;
-		out[n].t_start_ns = o->t_start;
-		out[n].t_end_ns = o->t_end;
-		n++;
-		o->state = OP_FREE;
-		o->desc = NULL;
-		o->next = s->free_head;
-		s->free_head = i;
-		s->nfree++;
+		if (!reportable(o)) {
+			hold(s, i);
+			continue;
+		}
+		report(s, i, &out[n++]);
 	}
 	sim_unlock(s);
 	return n;
@@ -1213,7 +1325,10 @@ static int sim_wait(struct ve_backend *b, uint64_t timeout_ns)
 			settle(s);
 		}
 	}
-	rc = s->ndone ? 0 : -EAGAIN;
+	bool flushed = false;
+	for (struct sim_lane *l = s->held_lanes; l && !flushed; l = l->held_next)
+		flushed = l->held_head != NIL && s->ops[l->held_head].lseq <= l->flush_upto;
+	rc = s->ndone || flushed ? 0 : -EAGAIN;
 	sim_unlock(s);
 	return rc;
 }
@@ -1252,6 +1367,9 @@ const struct ve_backend_ops ve_sim_backend_ops = {
     .wait = sim_wait,
     .now = sim_now,
     .destroy = sim_destroy,
+    .submit_deferred = sim_submit_deferred,
+    .flush = sim_flush,
+    .caps = VE_BACKEND_CAP_VIRTUAL_CLOCK,
 };
 
 int ve_sim_create(const struct ve_sim_config *cfg, struct ve_backend **out)
@@ -1387,6 +1505,7 @@ int ve_sim_stats(struct ve_backend *b, struct ve_sim_stats *out)
 	out->running = s->nrunning;
 	out->queued = s->nqueued;
 	out->unpolled = s->ndone;
+	out->held = s->nheld;
 	out->nentries = s->nentries;
 	for (uint32_t i = 0; i < VE_SIM_MAX_ENTRIES; i++) {
 		out->entry_busy_ns[i] = s->entries[i].busy_ns;

@@ -130,6 +130,11 @@ struct ve_sim_config {
 	double jitter;		    /* [0, 0.5): each duration scaled by U(1-j, 1+j) */
 	bool wait_advances;	    /* wait(t) advances virtual time (<= t) to a completion */
 	bool invoke_calls;	    /* run VE_OP_CALL's fn(lane, payload, len) at its start */
+	/* submit_deferred really defers: such an op's completion is reported only
+	 * with its lane's next marked op or after a flush of the lane, as the CUDA
+	 * backend does (tests use it to prove nobody waits for an unflushed op).
+	 * false: submit_deferred is submit. */
+	bool defer_reports;
 	/* Fault injection, decided at submit from the seed. Submit calls are
 	 * counted once they pass validation and find a free op record. */
 	uint64_t fail_submit_nth; /* the Nth submit call (1-based) fails; 0 = none */
@@ -159,6 +164,7 @@ struct ve_sim_stats {
 	uint32_t running;      /* ops running now */
 	uint32_t queued;       /* ops submitted, not started */
 	uint32_t unpolled;     /* completed, not yet returned by poll */
+	uint32_t held;	       /* completed deferred ops waiting for a marker or a flush */
 	uint32_t peak_running; /* most ops running at once (all kinds) */
 	uint32_t peak_running_kernels;
 	uint32_t nentries;			    /* highest created entry index + 1 */

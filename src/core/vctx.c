@@ -5,10 +5,12 @@
  * the CUDA rules each piece implements.
  */
 #include "core/vctx.h"
+#include "util/futex.h"
 #include "util/util.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +84,11 @@ struct ve_vctx {
 	pthread_cond_t space_cv; /* slots/edges/payloads freed, for back-pressured submitters */
 	uint32_t nwaiters;
 	uint32_t nspace_waiters;
+	/* Lock-free views for the dispatcher and spinning waiters: threads
+	 * waiting on a token (the dispatcher then reports deferred completions
+	 * at once), and a count bumped by every completion batch. */
+	_Atomic uint32_t a_waiters;
+	_Atomic uint32_t a_done_seq;
 
 	struct ve_vctx_config cfg;
 	struct ve__toktab tt;
@@ -479,21 +486,57 @@ static inline bool may_follow(const struct op *o)
 	return o->cls == VE_CLASS_COMPUTE || o->cls == VE_CLASS_COPY;
 }
 
-/* Marks a handed-out op as on 'lane' and offers its single-waiter dependents. */
+/* Marks a handed-out op as on 'lane' and offers its single-waiter dependents.
+ * An inline op (an untimed event record, a stream-wait marker) waiting only
+ * for it completes exactly when it does, so it counts as on the same lane
+ * too and its own dependents are offered behind it: without that, every
+ * cudaEventRecord in a stream would make the next kernel wait for the whole
+ * stream to drain. The walk uses v->work (free outside complete_locked). */
 static bool mark_dispatched_locked(struct ve_vctx *v, uint32_t slot, uint32_t lane)
 {
-	struct op *o = &v->ops[slot];
-	o->state = OP_DISPATCHED;
-	o->lane = lane;
 	bool woke = false;
-	ve_tok me = ve_tok_make(slot, v->tt.gen[slot]);
-	for (uint32_t e = v->tt.deps[slot]; e != VE__NIL; e = v->tt.edges[e].next) {
-		uint32_t d = v->tt.edges[e].dep;
-		struct op *od = &v->ops[d];
-		if (v->tt.npend[d] == 1 && od->state == OP_PENDING && may_follow(od))
-			woke |= pipe_push(v, d, me);
+	uint32_t n = 0;
+	v->work[n++] = slot;
+	while (n) {
+		uint32_t cur = v->work[--n];
+		struct op *o = &v->ops[cur];
+		o->state = OP_DISPATCHED;
+		o->lane = lane;
+		ve_tok me = ve_tok_make(cur, v->tt.gen[cur]);
+		for (uint32_t e = v->tt.deps[cur]; e != VE__NIL; e = v->tt.edges[e].next) {
+			uint32_t d = v->tt.edges[e].dep;
+			struct op *od = &v->ops[d];
+			if (v->tt.npend[d] != 1 || od->state != OP_PENDING)
+				continue;
+			if (may_follow(od))
+				woke |= pipe_push(v, d, me);
+			else if (od->cls == VE_CLASS_INLINE && !od->ext_hold)
+				v->work[n++] = d;
+		}
 	}
 	return woke;
+}
+
+/* Undoes what mark_dispatched_locked did for the inline ops behind 'slot'
+ * (its submission failed): they wait for it again; their dependents' offers
+ * are invalid from now on (pipe_valid finds the predecessor not on a lane). */
+static void undispatch_inline_locked(struct ve_vctx *v, uint32_t slot)
+{
+	uint32_t n = 0;
+	v->work[n++] = slot;
+	while (n) {
+		uint32_t cur = v->work[--n];
+		for (uint32_t e = v->tt.deps[cur]; e != VE__NIL; e = v->tt.edges[e].next) {
+			uint32_t d = v->tt.edges[e].dep;
+			struct op *od = &v->ops[d];
+			if (od->cls == VE_CLASS_INLINE && od->state == OP_DISPATCHED &&
+			    v->tt.npend[d] == 1) {
+				od->state = OP_PENDING;
+				od->lane = VE__NIL;
+				v->work[n++] = d;
+			}
+		}
+	}
 }
 
 static void release_payload(struct ve_vctx *v, struct op *o)
@@ -595,6 +638,7 @@ static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns)
 		if (!again)
 			break;
 	}
+	atomic_fetch_add_explicit(&v->a_done_seq, 1, memory_order_release);
 	if (v->nwaiters)
 		pthread_cond_broadcast(&v->done_cv);
 	if (v->nspace_waiters)
@@ -697,11 +741,15 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	o->in_pipe = 0;
 	if (v->tt.npend[slot] == 0) {
 		*woke |= became_ready(v, slot);
-	} else if (v->tt.npend[slot] == 1 && may_follow(o)) {
+	} else if (v->tt.npend[slot] == 1 && !hold) {
 		/* npend == 1: preds[0] is the one live predecessor. */
 		struct op *p = op_of(v, o->preds[0]);
-		if (p->state == OP_DISPATCHED)
-			*woke |= pipe_push(v, slot, o->preds[0]);
+		if (p->state == OP_DISPATCHED) {
+			if (may_follow(o))
+				*woke |= pipe_push(v, slot, o->preds[0]);
+			else if (o->cls == VE_CLASS_INLINE)
+				*woke |= mark_dispatched_locked(v, slot, p->lane);
+		}
 	}
 	return tok;
 }
@@ -1209,6 +1257,28 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 	}
 	int rc = 0;
 	v->nwaiters++;
+	/* Tell the dispatcher someone waits: it reports deferred completions
+	 * now instead of at its next batch (notify only bumps atomics). */
+	atomic_fetch_add_explicit(&v->a_waiters, 1, memory_order_seq_cst);
+	if (v->cfg.notify_ready)
+		v->cfg.notify_ready(v->cfg.notify_arg);
+	/* Spin first, as the CUDA driver does by default while it waits for the
+	 * GPU with cores to spare: a condition-variable wake-up costs tens of
+	 * microseconds, a decode step's worth of latency per token. */
+	if (v->cfg.sync_spin_ns && !(timed && timeout_ns < v->cfg.sync_spin_ns)) {
+		uint64_t t0 = ve__now_ns();
+		uint32_t k = 0;
+		while (ve__tok_live(&v->tt, t)) {
+			uint32_t seen = atomic_load_explicit(&v->a_done_seq, memory_order_acquire);
+			pthread_mutex_unlock(&v->lock);
+			while (atomic_load_explicit(&v->a_done_seq, memory_order_acquire) == seen &&
+			       ((++k & 63) || ve__now_ns() - t0 < v->cfg.sync_spin_ns))
+				ve__cpu_relax();
+			pthread_mutex_lock(&v->lock);
+			if (ve__now_ns() - t0 >= v->cfg.sync_spin_ns)
+				break;
+		}
+	}
 	while (ve__tok_live(&v->tt, t)) {
 		if (timed) {
 			/* done_cv uses CLOCK_REALTIME by default; convert. */
@@ -1230,9 +1300,15 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 		}
 	}
 	v->nwaiters--;
+	atomic_fetch_sub_explicit(&v->a_waiters, 1, memory_order_relaxed);
 	if (rc == 0 && v->error)
 		rc = -EIO;
 	return rc;
+}
+
+bool ve_vctx_has_waiters(struct ve_vctx *v)
+{
+	return atomic_load_explicit(&v->a_waiters, memory_order_seq_cst) != 0;
 }
 
 bool ve_vctx_tok_done(struct ve_vctx *v, ve_tok t)
@@ -1532,6 +1608,7 @@ int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t)
 		struct op *o = &v->ops[s];
 		rc = -EINVAL;
 		if (o->state == OP_DISPATCHED) {
+			undispatch_inline_locked(v, s);
 			o->lane = VE__NIL;
 			rc = 0;
 			if (v->tt.npend[s] == 0) {

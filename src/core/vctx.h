@@ -81,6 +81,9 @@ struct ve_vctx_config {
 	void (*notify_ready)(void *arg);
 	void *notify_arg;
 	uint32_t max_watchers; /* completion watchers, ve_vctx_on_complete (default 1024) */
+	/* A thread waiting for a token spins this long before it sleeps on a
+	 * condition variable (0 = sleep at once). */
+	uint64_t sync_spin_ns;
 };
 
 int ve_vctx_create(const struct ve_vctx_config *cfg, struct ve_vctx **out);
@@ -229,6 +232,9 @@ int ve_vctx_requeue(struct ve_vctx *v, ve_tok t);
 int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns);
 /* Sticky error status of the context (0 if none). */
 int ve_vctx_error(struct ve_vctx *v);
+/* Some thread waits for a token of v right now (lock-free): the dispatcher
+ * then reports deferred completions at once. */
+bool ve_vctx_has_waiters(struct ve_vctx *v);
 
 struct ve_vctx_stats {
 	uint64_t submitted, completed, inline_completed;

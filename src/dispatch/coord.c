@@ -3,6 +3,7 @@
 #include "util/util.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,20 @@
 struct client_state {
 	uint8_t active;
 	uint32_t flags;
+};
+
+#define RECLAIM_SAMPLES 4096
+
+/* Grant mode, per client (ve_policy.h "Grant mode"). */
+struct grant_client {
+	uint16_t entry;	     /* granted now (VE_POOL_NONE) */
+	uint16_t want;	     /* the policy's target; differs from entry while its SMs drain */
+	uint8_t share, want_share;
+	uint64_t gen;	     /* bumped whenever entry changes */
+	uint64_t closing;    /* leaves taken away that may still run its work */
+	uint64_t close_gen;  /* the generation that took them away */
+	uint64_t close_ns;   /* when (reclaim latency) */
+	struct ve_grant_report rep;
 };
 
 static int run_prepare(struct ve_coord *c, const struct ve_hint *h);
@@ -32,6 +47,15 @@ struct ve_coord {
 	bool log_decisions;
 	bool keep_leases;
 	struct ve_coord_stats st;
+	/* grant mode */
+	struct ve_policy_ops pol_own; /* the policy's table, as long as its ABI has */
+	bool grant_mode, urgent;
+	uint64_t tick_ns, last_tick_ns;
+	struct grant_client gc[VE_COORD_MAX_CLIENTS];
+	struct ve_client_demand dem[VE_COORD_MAX_CLIENTS];
+	struct ve_grant_plan plan;
+	uint64_t reclaim_ns[RECLAIM_SAMPLES];
+	uint32_t nreclaim;
 };
 
 /* ------------------------------------------------------------ view helpers */
@@ -153,6 +177,15 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 			       err, errlen);
 	if (rc)
 		goto fail;
+	/* Members past what the policy's ABI version has are absent from its
+	 * table: read only those, the rest stay NULL. */
+	memcpy(&c->pol_own, c->pol,
+	       c->pol->abi_version >= 2 ? sizeof(c->pol_own) : offsetof(struct ve_policy_ops, grant));
+	c->pol = &c->pol_own;
+	c->grant_mode = c->pol->grant && !cfg->per_op;
+	c->tick_ns = cfg->tick_ns ? cfg->tick_ns : 200000;
+	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
+		c->gc[i].entry = c->gc[i].want = VE_POOL_NONE;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", c->pol->name);
 	if (c->pol->init && (rc = c->pol->init(args, &c->view, &c->pol_priv))) {
 		snprintf(err, errlen, "policy %s rejected its arguments '%s': %s", c->pol->name,
@@ -196,6 +229,10 @@ int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags)
 	c->rq.clients[client] = (struct ve_client_view){
 		.head = VE_READY_NIL, .active = 1, .latency = !!(flags & VE_READY_LATENCY)};
 	c->rq.tail[client] = VE_READY_NIL;
+	uint64_t gen = c->gc[client].gen; /* generations only grow, across reuse too */
+	c->gc[client] = (struct grant_client){.entry = VE_POOL_NONE, .want = VE_POOL_NONE,
+					      .gen = gen + 1};
+	c->urgent = true;
 	if (c->pol->notify) {
 		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_ADDED, .client = client,
 					     .flags = flags};
@@ -214,6 +251,11 @@ int ve_coord_client_remove(struct ve_coord *c, uint32_t client)
 	ve_pool_release_client(&c->pool, (int32_t)client);
 	c->cl[client].active = 0;
 	c->rq.clients[client].active = 0;
+	/* Its grant goes with it (the driver ends a dead client's work). */
+	uint64_t gen = c->gc[client].gen;
+	c->gc[client] = (struct grant_client){.entry = VE_POOL_NONE, .want = VE_POOL_NONE,
+					      .gen = gen + 1};
+	c->urgent = true;
 	if (c->pol->notify) {
 		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_REMOVED, .client = client};
 		c->pol->notify(c->pol_priv, &c->view, &ev);
@@ -517,6 +559,176 @@ void ve_coord_pipeline_cancel(struct ve_coord *c, uint32_t client, uint16_t entr
 	c->st.pipelined--;
 }
 
+/* ------------------------------------------------------------ grants */
+
+bool ve_coord_grant_mode(const struct ve_coord *c)
+{
+	return c->grant_mode;
+}
+
+static uint64_t coord_now(const struct ve_coord *c)
+{
+	return c->now_external ? c->now_ns : ve__now_ns();
+}
+
+static uint64_t leaves_of(const struct ve_coord *c, uint16_t e)
+{
+	return e < c->pool.nentries ? c->pool.e[e].leaves : 0;
+}
+
+/* Leaves client k may have work on: its grant, what it reported busy and
+ * what was taken from it and is not known drained. */
+static uint64_t inuse(const struct ve_coord *c, uint32_t k)
+{
+	const struct grant_client *g = &c->gc[k];
+	return leaves_of(c, g->entry) | g->rep.busy_leaves | g->closing;
+}
+
+static void reclaim_sample(struct ve_coord *c, uint64_t ns)
+{
+	c->reclaim_ns[c->nreclaim++ % RECLAIM_SAMPLES] = ns;
+	c->st.reclaims++;
+}
+
+int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_report *r)
+{
+	if (client >= c->rq.nclients || !c->cl[client].active || !r)
+		return -ENOENT;
+	struct grant_client *g = &c->gc[client];
+	/* A report can only speak for leaves its grants covered: what it says
+	 * busy beyond them is ignored (a confused client must not lock out the
+	 * others), what it leaves out of them counts busy until acknowledged. */
+	g->rep = *r;
+	if (r->ack_gen < g->gen)
+		g->rep.busy_leaves |= leaves_of(c, g->entry);
+	if (g->closing && r->ack_gen >= g->close_gen && !(r->busy_leaves & g->closing)) {
+		reclaim_sample(c, coord_now(c) - g->close_ns);
+		g->closing = 0;
+	}
+	if ((r->demand.flags & VE_DEMAND_WAITING) ||
+	    (r->demand.ready && g->entry == VE_POOL_NONE))
+		c->urgent = true;
+	return 0;
+}
+
+int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, uint64_t *gen)
+{
+	if (client >= c->rq.nclients)
+		return -ENOENT;
+	*entry = c->gc[client].entry;
+	*gen = c->gc[client].gen;
+	return 0;
+}
+
+/* Takes the client's entry away (SMs outside 'keep' go on draining). */
+static void grant_take(struct ve_coord *c, uint32_t k, uint64_t keep)
+{
+	struct grant_client *g = &c->gc[k];
+	uint64_t lost = leaves_of(c, g->entry) & ~keep;
+	g->entry = VE_POOL_NONE;
+	g->gen++;
+	c->st.grant_changes++;
+	if (lost) {
+		if (!g->closing)
+			g->close_ns = coord_now(c);
+		g->closing |= lost;
+		g->close_gen = g->gen;
+	}
+}
+
+/* Grants every pending target whose SMs no other client may still use. */
+static int admit_pending(struct ve_coord *c)
+{
+	int changes = 0;
+	for (uint32_t pass = 0; pass < 2; pass++) {
+		/* Latency-class clients first: their grants matter most. */
+		for (uint32_t k = 0; k < c->rq.nclients; k++) {
+			struct grant_client *g = &c->gc[k];
+			bool lat = c->cl[k].flags & VE_READY_LATENCY;
+			if (!c->cl[k].active || (pass == 0) != lat)
+				continue;
+			if (g->want == g->entry && g->want_share == g->share)
+				continue;
+			if (g->want == VE_POOL_NONE)
+				continue;
+			uint64_t want = leaves_of(c, g->want), others = 0;
+			for (uint32_t j = 0; j < c->rq.nclients; j++)
+				if (j != k && c->cl[j].active && !(g->want_share && c->gc[j].share))
+					others |= inuse(c, j);
+			if (want & others) {
+				c->st.grants_refused++;
+				continue;
+			}
+			/* An entry still held here is inside the target (a growth,
+			 * see grant_target): its SMs stay this client's. */
+			g->entry = g->want;
+			g->share = g->want_share;
+			g->gen++;
+			c->st.grant_changes++;
+			changes++;
+		}
+	}
+	return changes;
+}
+
+/* Moves a client's target to T: an entry that is not inside T is taken
+ * away now (its running work drains where it is); a growth keeps serving
+ * until T's SMs are free. */
+static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t share)
+{
+	struct grant_client *g = &c->gc[k];
+	if (t == g->want && share == g->want_share)
+		return 0;
+	g->want = t;
+	g->want_share = share;
+	if (g->entry == VE_POOL_NONE || g->entry == t)
+		return 0;
+	uint64_t tl = leaves_of(c, t), el = leaves_of(c, g->entry);
+	if (t != VE_POOL_NONE && (tl & el) == el)
+		return 0; /* growth: keep the entry until the wider one is free */
+	grant_take(c, k, tl);
+	return 1;
+}
+
+int ve_coord_tick(struct ve_coord *c, bool force)
+{
+	if (!c->grant_mode)
+		return 0;
+	uint64_t now = coord_now(c);
+	int changes = 0;
+	if (force || c->urgent || now - c->last_tick_ns >= c->tick_ns) {
+		c->last_tick_ns = now;
+		c->urgent = false;
+		c->st.ticks++;
+		refresh_view(c);
+		for (uint32_t k = 0; k < VE_COORD_MAX_CLIENTS; k++) {
+			struct grant_client *g = &c->gc[k];
+			bool on = k < c->rq.nclients && c->cl[k].active;
+			c->dem[k] = on ? g->rep.demand : (struct ve_client_demand){0};
+			c->dem[k].entry = on ? g->entry : VE_POOL_NONE;
+			if (on && (c->cl[k].flags & VE_READY_LATENCY))
+				c->dem[k].flags |= VE_DEMAND_LATENCY;
+			c->plan.entry[k] = on ? g->want : VE_POOL_NONE;
+			c->plan.share[k] = on ? g->want_share : 0;
+		}
+		if (c->pol->grant(c->pol_priv, &c->view, c->dem, &c->plan) == 0) {
+			for (uint32_t k = 0; k < c->rq.nclients; k++) {
+				if (!c->cl[k].active)
+					continue;
+				uint16_t t = c->plan.entry[k];
+				if (t != VE_POOL_NONE && t >= c->pool.nentries) {
+					VE_WARN("policy %s granted client %u entry %u, which does not "
+						"exist; ignored",
+						c->pol_name, k, t);
+					continue;
+				}
+				changes += grant_target(c, k, t, c->plan.share[k] ? 1 : 0);
+			}
+		}
+	}
+	return changes + admit_pending(c);
+}
+
 /* ------------------------------------------------------------ accessors */
 
 struct ve_pool *ve_coord_pool(struct ve_coord *c)
@@ -540,9 +752,28 @@ const char *ve_coord_policy_name(const struct ve_coord *c)
 	return c->pol_name;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 void ve_coord_stats(const struct ve_coord *c, struct ve_coord_stats *st)
 {
 	*st = c->st;
+	uint32_t n = c->nreclaim < RECLAIM_SAMPLES ? c->nreclaim : RECLAIM_SAMPLES;
+	if (!n)
+		return;
+	/* Not a fast path: a copy sorted for the percentiles of the recent ones. */
+	uint64_t *v = malloc(n * sizeof(*v));
+	if (!v)
+		return;
+	memcpy(v, c->reclaim_ns, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_u64);
+	st->reclaim_ns_p50 = v[n / 2];
+	st->reclaim_ns_p99 = v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
+	st->reclaim_ns_max = v[n - 1];
+	free(v);
 }
 
 void ve_coord_set_now(struct ve_coord *c, uint64_t now_ns)

@@ -42,6 +42,10 @@ struct ve_coord_config {
 	uint64_t seed;		/* chaos and tie breaks */
 	bool log_decisions;	/* one debug line per decision (also VE_LOG_LEVEL=debug) */
 	bool keep_leases;	/* keep an entry leased at zero outstanding (default: release) */
+	/* Grant mode (ve_policy.h): used when the policy has grant() unless
+	 * per_op is set (the paper's strict per-op binding). */
+	bool per_op;
+	uint64_t tick_ns; /* grant ticks at most this often, unless urgent (default 200 us) */
 };
 
 struct ve_binding {
@@ -55,6 +59,19 @@ struct ve_coord_stats {
 	uint64_t rounds, picks, bindings, rejects, defers, failed_submits, completions;
 	uint64_t drains, reservations, hints, gate_closes, pipelined;
 	uint64_t decide_ns; /* time spent in schedule() */
+	/* Grant mode. */
+	uint64_t ticks, grant_changes, grants_refused, reclaims;
+	uint64_t reclaim_ns_p50, reclaim_ns_p99, reclaim_ns_max; /* grant taken -> SMs drained */
+};
+
+/* What a client in grant mode reports every pass: its demand, the grant
+ * generation it acted on, and the leaves it still runs work on or may
+ * submit to (the leaves of its grant as of ack_gen, plus those of entries
+ * taken away that still hold its work). */
+struct ve_grant_report {
+	struct ve_client_demand demand;
+	uint64_t ack_gen;
+	uint64_t busy_leaves;
 };
 
 struct ve_coord;
@@ -89,6 +106,18 @@ int ve_coord_pipeline(struct ve_coord *c, uint32_t client, uint16_t entry, bool 
 int ve_coord_pipeline_join(struct ve_coord *c, uint32_t client, uint16_t entry);
 /* Undoes a ve_coord_pipeline whose op was not submitted after all. */
 void ve_coord_pipeline_cancel(struct ve_coord *c, uint32_t client, uint16_t entry);
+
+/* ---- grant mode (ve_policy.h, "Grant mode") ---- */
+bool ve_coord_grant_mode(const struct ve_coord *c);
+/* A client's report (above). Urgent when it waits for work it cannot place:
+ * the next tick then runs at once. */
+int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_report *r);
+/* The client's grant: the entry it may bind to (VE_POOL_NONE: none yet) and
+ * the generation, bumped whenever the entry changes. */
+int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, uint64_t *gen);
+/* Runs the policy's grant() if a tick is due (tick_ns since the last one),
+ * a report asked for one, or force. Returns the grants changed. */
+int ve_coord_tick(struct ve_coord *c, bool force);
 
 struct ve_pool *ve_coord_pool(struct ve_coord *c);
 struct ve_profile *ve_coord_profile(struct ve_coord *c);

@@ -16,8 +16,15 @@
 /* Every coordinator call goes through the link (embedded or daemon). */
 #define L_CALL(d, op, ...) ((d)->link.ops->op((d)->link.impl, ##__VA_ARGS__))
 #define SPIN_PASSES   2000	/* idle passes spent spinning while work is in flight */
-#define INFLIGHT_WAIT 50000ull	/* then sleep this long between polls (ns) */
+#define INFLIGHT_WAIT 50000ull	/* virtual-clock backends: wait() this long between polls */
+#define WAIT_SLICE    20000ull	/* real clock: sleep at most this long between polls; a
+				 * notify (new work, a waiter) cuts it short */
 #define IDLE_WAIT     200000000ull /* idle sleep bound; a notify wakes it earlier */
+#define IDLE_FLUSH_PASSES 64	/* idle passes after which deferred completions are reported */
+#define DQ_CAP	      1024	/* candidates held back by their lane's bound */
+#define AVG_INIT_NS   10000ull	/* a lane's time per op before anything was measured */
+#define AVG_MIN_NS    500ull
+#define NONE32	      UINT32_MAX
 
 struct inflight {
 	uint64_t tok;
@@ -26,11 +33,48 @@ struct inflight {
 	uint32_t lane;
 	uint32_t stream;
 	uint32_t next_free;
+	uint32_t lidx; /* lane_st index */
 	uint16_t entry;
 	uint8_t cls;
 	uint8_t kind;
 	uint8_t in_use;
 	uint8_t piped;
+	uint8_t granted; /* bound here to the client's grant: the coordinator counts no op */
+};
+
+/* What the dispatcher knows of one backend lane. */
+struct lane_st {
+	uint32_t id;	   /* VE_LANE value */
+	uint32_t inflight; /* ops submitted and not reported complete */
+	uint32_t unmarked; /* deferred ops since the lane's last marker */
+	uint8_t on_unm;	   /* listed in d->unm */
+	uint64_t avg_ns;   /* recent time per op: EWMA over reported completions */
+	uint64_t last_done_ns, last_submit_ns;
+};
+
+/* Grant mode, per client. */
+struct gclient {
+	uint16_t entry; /* granted entry (VE_POOL_NONE: none) */
+	uint64_t gen;
+	uint32_t want_sms; /* decaying max of what its kernels could use */
+	uint64_t want_ns;  /* when want_sms was last raised or halved */
+	uint32_t min_sms;  /* widest waiting op its grant cannot run */
+	uint64_t deadline_ns;
+	uint64_t active_ns;
+	uint32_t nwait;	   /* ops in the wait queue */
+	uint32_t ncompute; /* compute ops in flight */
+};
+
+/* A ready compute op waiting for a grant that can run it. */
+struct wop {
+	ve_tok tok;
+	uint32_t client;
+	uint32_t stream;
+};
+
+struct held {
+	struct ve_pipe_info pi;
+	uint32_t client;
 };
 
 #define PIPE_STREAMS 1024 /* window counters per client (stream index modulo) */
@@ -81,6 +125,23 @@ struct ve_dispatcher {
 	uint16_t (*pipe_run)[PIPE_STREAMS];   /* pipelined ops since the last policy binding */
 	struct ve_binding bind[BATCH];
 	struct ve_completion comp[BATCH];
+
+	/* lanes: entry e's lane k at e * lanes_per_entry + k, copy lanes after */
+	struct lane_st *ls;
+	uint32_t nls, copy_base;
+	uint32_t *unm; /* lane_st indices with deferred completions */
+	uint32_t nunm;
+	uint32_t idle_passes;
+	bool deferral; /* the backend can defer completion markers */
+
+	/* grant mode */
+	bool grant_mode;
+	struct gclient gc[VE_COORD_MAX_CLIENTS];
+	uint32_t *ent_inflight; /* [client * nentries + entry] compute ops in flight */
+	struct wop *wq;		/* FIFO ring of ops waiting for a grant */
+	uint32_t wq_head, wq_n, wq_cap;
+	struct held *dq; /* candidates held back by their lane's bound */
+	uint32_t ndq;
 
 	/* thread */
 	pthread_t thr;
@@ -179,6 +240,12 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 		d->cfg.copy_lanes = 4;
 	if (!d->cfg.max_inflight)
 		d->cfg.max_inflight = 16384;
+	if (!d->cfg.ahead_max)
+		d->cfg.ahead_max = 256;
+	if (!d->cfg.mark_every)
+		d->cfg.mark_every = 16;
+	if (!d->cfg.idle_flush_ns)
+		d->cfg.idle_flush_ns = 20000;
 	if (d->cfg.lanes_per_entry > 256 || d->cfg.copy_lanes > 256)
 		goto einval;
 	d->b = cfg->backend;
@@ -192,8 +259,27 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	d->hq = calloc(d->hq_cap, sizeof(*d->hq));
 	d->pipe_count = calloc(VE_COORD_MAX_CLIENTS, sizeof(*d->pipe_count));
 	d->pipe_run = calloc(VE_COORD_MAX_CLIENTS, sizeof(*d->pipe_run));
-	if (!d->inf || !d->hq || !d->pipe_count || !d->pipe_run)
+	d->copy_base = d->pool->nentries * d->cfg.lanes_per_entry;
+	d->nls = d->copy_base + d->cfg.copy_lanes;
+	d->ls = calloc(d->nls, sizeof(*d->ls));
+	d->unm = calloc(d->nls, sizeof(*d->unm));
+	d->ent_inflight = calloc((size_t)VE_COORD_MAX_CLIENTS * d->pool->nentries,
+				 sizeof(*d->ent_inflight));
+	d->wq_cap = d->cfg.max_inflight;
+	d->wq = calloc(d->wq_cap, sizeof(*d->wq));
+	d->dq = calloc(DQ_CAP, sizeof(*d->dq));
+	if (!d->inf || !d->hq || !d->pipe_count || !d->pipe_run || !d->ls || !d->unm ||
+	    !d->ent_inflight || !d->wq || !d->dq)
 		goto enomem;
+	for (uint32_t i = 0; i < d->nls; i++) {
+		d->ls[i].id = i < d->copy_base
+				      ? VE_LANE(i / d->cfg.lanes_per_entry, i % d->cfg.lanes_per_entry)
+				      : VE_LANE(VE_LANE_COPY_ENTRY, i - d->copy_base);
+		d->ls[i].avg_ns = AVG_INIT_NS;
+	}
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
+		d->gc[c].entry = VE_POOL_NONE;
+	d->deferral = d->b->ops->version >= 2 && d->b->ops->submit_deferred && d->b->ops->flush;
 	d->inf_free = UINT32_MAX;
 	for (uint32_t i = d->cfg.max_inflight; i-- > 0;) {
 		d->inf[i].next_free = d->inf_free;
@@ -235,6 +321,11 @@ enomem:
 	free(d->hq);
 	free(d->pipe_count);
 	free(d->pipe_run);
+	free(d->ls);
+	free(d->unm);
+	free(d->ent_inflight);
+	free(d->wq);
+	free(d->dq);
 	free(d);
 	return -ENOMEM;
 }
@@ -258,6 +349,11 @@ void ve_dispatcher_destroy(struct ve_dispatcher *d)
 	free(d->hq);
 	free(d->pipe_count);
 	free(d->pipe_run);
+	free(d->ls);
+	free(d->unm);
+	free(d->ent_inflight);
+	free(d->wq);
+	free(d->dq);
 	free(d);
 }
 
@@ -272,6 +368,7 @@ int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t cl
 	if (rc)
 		return rc;
 	d->cl[client] = (struct client_slot){.v = v, .flags = flags, .active = true};
+	d->gc[client] = (struct gclient){.entry = VE_POOL_NONE};
 	ve_dispatcher_notify(d);
 	return 0;
 }
@@ -316,39 +413,110 @@ static void inflight_free(struct ve_dispatcher *d, uint32_t i)
 	d->ninflight--;
 }
 
-/* Submits an op on a lane; returns 0 or the backend's error (op untouched). */
+static uint32_t lane_index(const struct ve_dispatcher *d, uint32_t lane)
+{
+	uint32_t e = VE_LANE_ENTRY(lane), k = VE_LANE_STREAM(lane);
+	if (e == VE_LANE_COPY_ENTRY)
+		return k < d->cfg.copy_lanes ? d->copy_base + k : NONE32;
+	return e < d->pool->nentries && k < d->cfg.lanes_per_entry ? e * d->cfg.lanes_per_entry + k
+								    : NONE32;
+}
+
+static void unm_add(struct ve_dispatcher *d, uint32_t li)
+{
+	if (!d->ls[li].on_unm) {
+		d->ls[li].on_unm = 1;
+		d->unm[d->nunm++] = li;
+	}
+}
+
+/* Submits an op on a lane; returns 0 or the backend's error (op untouched).
+ * In grant mode the completion marker is deferred on entry lanes (one driver
+ * call per op instead of two) and written every mark_every ops; copy lanes
+ * mark every op, since work on other lanes usually waits for their copies. */
 static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v, ve_tok tok,
 		     const struct ve_desc *desc, uint32_t lane, uint16_t entry, uint8_t cls,
-		     uint32_t stream, bool piped)
+		     uint32_t stream, bool piped, bool granted)
 {
 	uint32_t i;
 	int rc = inflight_alloc(d, &i);
 	if (rc)
 		return rc;
+	uint32_t li = lane_index(d, lane);
+	struct lane_st *L = li != NONE32 ? &d->ls[li] : NULL;
 	struct inflight *f = &d->inf[i];
 	f->tok = tok;
 	f->key = desc->key;
 	f->client = client;
 	f->lane = lane;
+	f->lidx = li;
 	f->stream = stream;
 	f->entry = entry;
 	f->cls = cls;
 	f->kind = desc->kind;
 	f->piped = piped;
-	rc = d->b->ops->submit(d->b, lane, desc, i);
+	f->granted = granted;
+	bool defer = L && d->deferral && d->grant_mode && entry != VE_LANE_COPY_ENTRY &&
+		     L->unmarked + 1 < d->cfg.mark_every;
+	rc = defer ? d->b->ops->submit_deferred(d->b, lane, desc, i)
+		   : d->b->ops->submit(d->b, lane, desc, i);
 	if (rc) {
 		inflight_free(d, i);
 		d->st.submit_failures++;
 		return rc;
 	}
-	if (piped)
-		d->pipe_count[client][stream % PIPE_STREAMS]++;
-	else
+	if (L) {
+		L->inflight++;
+		L->last_submit_ns = d->b->ops->now(d->b);
+		if (defer) {
+			L->unmarked++;
+			unm_add(d, li);
+			d->st.deferred++;
+		} else {
+			L->unmarked = 0;
+			d->st.marks++;
+		}
+	}
+	if (granted) {
+		d->gc[client].ncompute++;
+		d->ent_inflight[client * d->pool->nentries + entry]++;
+	}
+	if (!piped)
 		ve_vctx_dispatched(v, tok, lane);
+	else if (!d->grant_mode)
+		d->pipe_count[client][stream % PIPE_STREAMS]++;
 	d->st.submitted++;
 	if (d->cfg.on_submit)
 		d->cfg.on_submit(d->cfg.observer_arg, client, tok, lane, desc);
 	return 0;
+}
+
+/* Reports every deferred completion of the lanes that qualify: all of them
+ * (a thread waits), those of one entry (its grant ended: the coordinator
+ * waits for the drain), or those idle long enough. */
+static void flush_lanes(struct ve_dispatcher *d, bool all, uint16_t entry, uint64_t now)
+{
+	for (uint32_t j = 0; j < d->nunm;) {
+		uint32_t li = d->unm[j];
+		struct lane_st *L = &d->ls[li];
+		bool go = all || (entry != VE_POOL_NONE && VE_LANE_ENTRY(L->id) == entry) ||
+			  now - L->last_submit_ns >= d->cfg.idle_flush_ns ||
+			  d->idle_passes >= IDLE_FLUSH_PASSES;
+		if (L->unmarked && !go) {
+			j++;
+			continue;
+		}
+		if (L->unmarked) {
+			if (d->b->ops->flush(d->b, L->id) == -EAGAIN) {
+				j++;
+				continue;
+			}
+			L->unmarked = 0;
+			d->st.flushes++;
+		}
+		L->on_unm = 0;
+		d->unm[j] = d->unm[--d->nunm];
+	}
 }
 
 static void ready_op_from(struct ve_ready_op *o, const struct ve_ready_info *ri,
@@ -376,6 +544,174 @@ static void ready_op_from(struct ve_ready_op *o, const struct ve_ready_info *ri,
 	o->deadline_ns = desc->deadline_ns;
 }
 
+/* ------------------------------------------------------------------ grant mode */
+
+/* SMs a launch could use at once: its blocks over the blocks an SM holds. */
+static uint32_t sm_demand(const struct ve_dispatcher *d, const struct ve_desc *desc)
+{
+	uint32_t total = d->pool->e[d->pool->root].sms;
+	uint64_t blocks = ve_desc_blocks(desc);
+	uint32_t bps = desc->u.k.blocks_per_sm;
+	if (!bps) {
+		uint32_t t = ve_desc_threads(desc);
+		bps = t ? 2048 / t : 32;
+		bps = VE_MIN(VE_MAX(bps, 1u), 32u);
+	}
+	uint64_t need = (blocks + bps - 1) / bps;
+	return need >= total ? total : (uint32_t)VE_MAX(need, 1u);
+}
+
+static void note_demand(struct ve_dispatcher *d, uint32_t c, const struct ve_desc *desc,
+			uint64_t now)
+{
+	struct gclient *g = &d->gc[c];
+	uint32_t w = sm_demand(d, desc);
+	/* Decaying max: halves every 5 ms without a kernel as wide. */
+	while (g->want_sms && now - g->want_ns > 5000000ull) {
+		g->want_sms /= 2;
+		g->want_ns += 5000000ull;
+	}
+	if (w >= g->want_sms) {
+		g->want_sms = w;
+		g->want_ns = now;
+	}
+}
+
+/* The lane a client's stream uses on an entry. Clients that share an entry
+ * (a shared grant) start from different lanes, so their streams do not
+ * queue behind each other. */
+static uint32_t grant_lane(const struct ve_dispatcher *d, uint32_t c, uint32_t stream,
+			   uint16_t entry)
+{
+	return VE_LANE(entry, (stream + c * 7u) % d->cfg.lanes_per_entry);
+}
+
+/* Binds a ready compute op to its client's grant and submits it. 0 when
+ * submitted, 1 when it must wait (no grant, or too narrow, or a transient
+ * backend refusal). */
+static int bind_local(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t stream,
+		      uint64_t now)
+{
+	struct client_slot *cs = &d->cl[c];
+	struct gclient *g = &d->gc[c];
+	const struct ve_desc *desc = ve_vctx_desc(cs->v, tok);
+	if (!desc)
+		return 0; /* gone (detached vctx): nothing to run */
+	uint16_t e = g->entry;
+	if (e == VE_POOL_NONE || d->pool->e[e].sms < desc->u.k.min_sms) {
+		if (desc->u.k.min_sms > g->min_sms)
+			g->min_sms = desc->u.k.min_sms;
+		if ((desc->flags & VE_DESC_LATENCY) && desc->deadline_ns &&
+		    (!g->deadline_ns || desc->deadline_ns < g->deadline_ns))
+			g->deadline_ns = desc->deadline_ns;
+		return 1;
+	}
+	int rc = submit_on(d, c, cs->v, tok, desc, grant_lane(d, c, stream, e), e,
+			   VE_CLASS_COMPUTE, stream, false, true);
+	if (rc)
+		return 1;
+	note_demand(d, c, desc, now);
+	d->st.local_binds++;
+	d->st.bound++;
+	return 0;
+}
+
+static bool wq_push(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t stream)
+{
+	if (d->wq_n == d->wq_cap)
+		return false;
+	d->wq[(d->wq_head + d->wq_n) % d->wq_cap] = (struct wop){tok, c, stream};
+	d->wq_n++;
+	d->gc[c].nwait++;
+	return true;
+}
+
+/* Ops that waited for a grant, oldest first; each is tried once a pass. */
+static int drain_waiting(struct ve_dispatcher *d, uint64_t now)
+{
+	int moved = 0;
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
+		d->gc[c].min_sms = 0;
+		d->gc[c].deadline_ns = 0;
+	}
+	for (uint32_t n = d->wq_n; n > 0; n--) {
+		struct wop w = d->wq[d->wq_head];
+		d->wq_head = (d->wq_head + 1) % d->wq_cap;
+		d->wq_n--;
+		d->gc[w.client].nwait--;
+		if (!d->cl[w.client].active)
+			continue;
+		if (bind_local(d, w.client, w.tok, w.stream, now) == 0)
+			moved++;
+		else
+			wq_push(d, w.client, w.tok, w.stream); /* room: one just left */
+	}
+	return moved;
+}
+
+/* A compute op ready in grant mode: bound here, or queued for a grant. */
+static int ready_granted(struct ve_dispatcher *d, uint32_t c, const struct ve_ready_info *ri,
+			 uint64_t now)
+{
+	d->st.popped++;
+	if (bind_local(d, c, ri->tok, ri->stream_idx, now) == 0)
+		return 0;
+	if (!wq_push(d, c, ri->tok, ri->stream_idx))
+		return -EAGAIN;
+	d->st.grant_waits++;
+	return 0;
+}
+
+/* Takes the client's grant from the coordinator. A grant that ended has its
+ * lanes' deferred completions reported at once: the coordinator hands its
+ * SMs to someone else only once this client reports them drained. */
+static void grant_refresh(struct ve_dispatcher *d, uint32_t c, uint64_t now)
+{
+	uint16_t e;
+	uint64_t gen;
+	struct gclient *g = &d->gc[c];
+	if (L_CALL(d, grant, c, &e, &gen) || gen == g->gen)
+		return;
+	if (g->entry != VE_POOL_NONE && g->entry != e)
+		flush_lanes(d, false, g->entry, now);
+	g->entry = e;
+	g->gen = gen;
+	d->st.grant_changes++;
+}
+
+static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
+{
+	struct gclient *g = &d->gc[c];
+	const struct ve_pool *p = d->pool;
+	uint64_t busy = g->entry != VE_POOL_NONE ? p->e[g->entry].leaves : 0;
+	if (g->ncompute) {
+		const uint32_t *ei = &d->ent_inflight[c * p->nentries];
+		for (uint32_t e = 0; e < p->nentries; e++)
+			if (ei[e])
+				busy |= p->e[e].leaves;
+	}
+	if (g->nwait || g->ncompute)
+		g->active_ns = now;
+	struct ve_grant_report r = {
+		.demand = {.ready = g->nwait,
+			   .inflight = g->ncompute,
+			   .want_sms = g->want_sms,
+			   .min_sms = g->min_sms,
+			   .active_ns = g->active_ns,
+			   .deadline_ns = g->deadline_ns,
+			   .entry = g->entry},
+		.ack_gen = g->gen,
+		.busy_leaves = busy,
+	};
+	if (g->nwait && (g->entry == VE_POOL_NONE || g->min_sms > p->e[g->entry].sms))
+		r.demand.flags |= VE_DEMAND_WAITING;
+	if (d->cl[c].flags & VE_READY_LATENCY)
+		r.demand.flags |= VE_DEMAND_LATENCY;
+	L_CALL(d, report, c, &r);
+}
+
+/* ------------------------------------------------------------------ passes */
+
 static int drain_client(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 {
 	struct client_slot *cs = &d->cl[c];
@@ -390,23 +726,37 @@ static int drain_client(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 			int rc = 0;
 			if (!desc)
 				continue;
-			d->st.popped++;
 			switch (ri->cls) {
 			case VE_CLASS_COMPUTE: {
+				if (d->grant_mode) {
+					rc = ready_granted(d, c, ri, now);
+					break;
+				}
+				d->st.popped++;
 				struct ve_ready_op o;
 				ready_op_from(&o, ri, desc, c, cs->flags, now);
 				rc = L_CALL(d, ready, &o);
 				break;
 			}
-			case VE_CLASS_COPY:
-				rc = submit_on(d, c, cs->v, ri->tok, desc,
-					       VE_LANE(VE_LANE_COPY_ENTRY,
-						       ri->stream_idx % d->cfg.copy_lanes),
-					       VE_LANE_COPY_ENTRY, VE_CLASS_COPY, ri->stream_idx, false);
+			case VE_CLASS_COPY: {
+				d->st.popped++;
+				/* Grant mode: on the stream's lane of its grant, as a native
+				 * stream orders copies with its kernels, so the kernels behind
+				 * a copy follow it on the lane instead of waiting for it. */
+				uint16_t e = d->grant_mode ? d->gc[c].entry : VE_POOL_NONE;
+				uint32_t lane = e != VE_POOL_NONE
+							? grant_lane(d, c, ri->stream_idx, e)
+							: VE_LANE(VE_LANE_COPY_ENTRY,
+								  ri->stream_idx % d->cfg.copy_lanes);
+				rc = submit_on(d, c, cs->v, ri->tok, desc, lane,
+					       e != VE_POOL_NONE ? e : VE_LANE_COPY_ENTRY,
+					       VE_CLASS_COPY, ri->stream_idx, false, false);
 				if (!rc)
 					d->st.copies++;
 				break;
+			}
 			case VE_CLASS_HOST:
+				d->st.popped++;
 				rc = host_submit(d, cs->v, ri->tok, desc);
 				break;
 			default:
@@ -437,6 +787,22 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 	}
 	struct inflight f = d->inf[cp->cookie];
 	inflight_free(d, (uint32_t)cp->cookie);
+	if (f.lidx != NONE32) {
+		/* Time per op: the interval since the lane's previous report, or since
+		 * this op was submitted if the lane was idle, spread over every op
+		 * reported by the same marker (each after the first adds 0). */
+		struct lane_st *L = &d->ls[f.lidx];
+		L->inflight--;
+		uint64_t from = VE_MAX(L->last_done_ns, cp->t_submit_ns);
+		uint64_t dt = cp->t_end_ns > from ? cp->t_end_ns - from : 0;
+		L->avg_ns = (L->avg_ns * 15 + dt) / 16;
+		if (cp->t_end_ns > L->last_done_ns)
+			L->last_done_ns = cp->t_end_ns;
+	}
+	if (f.granted) {
+		d->gc[f.client].ncompute--;
+		d->ent_inflight[f.client * d->pool->nentries + f.entry]--;
+	}
 	if (f.piped && d->pipe_count[f.client][f.stream % PIPE_STREAMS])
 		d->pipe_count[f.client][f.stream % PIPE_STREAMS]--;
 	struct client_slot *cs = &d->cl[f.client];
@@ -455,7 +821,7 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		};
 		ve_trace_add(d->cfg.trace, &ev);
 	}
-	if (f.cls == VE_CLASS_COMPUTE)
+	if (f.cls == VE_CLASS_COMPUTE && !f.granted)
 		L_CALL(d, done, f.client, f.entry, f.key,
 			      cp->t_end_ns > cp->t_start_ns ? cp->t_end_ns - cp->t_start_ns : 0);
 	if (d->cfg.on_complete)
@@ -477,7 +843,7 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 		uint32_t lane = VE_LANE(bd->entry, bd->op.stream % d->cfg.lanes_per_entry);
 		if (desc)
 			rc = submit_on(d, bd->op.client, cs->v, bd->op.tok, desc, lane, bd->entry,
-				       VE_CLASS_COMPUTE, bd->op.stream, false);
+				       VE_CLASS_COMPUTE, bd->op.stream, false, false);
 		if (rc) {
 			L_CALL(d, submit_failed, bd, rc);
 			continue;
@@ -493,65 +859,133 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 
 static int drain_hints(struct ve_dispatcher *d);
 
-/* Bounded pipelining: submit candidates right behind their in-flight
- * predecessor on its lane, at most 'window' per logical stream, compute ops
- * only onto a pool entry's lanes and only while the coordinator says nobody
- * else waits. A candidate not taken becomes ready the normal way. */
-static int drain_pipeline(struct ve_dispatcher *d, uint32_t c)
+/* How many ops a lane may hold: ahead_ns of its recent time per op, at
+ * least 2 (one running, one queued behind it so the GPU never waits for
+ * this thread), at most ahead_max. */
+static uint32_t lane_room(const struct ve_dispatcher *d, const struct lane_st *L)
+{
+	uint64_t n = d->cfg.ahead_ns / VE_MAX(L->avg_ns, AVG_MIN_NS);
+	return (uint32_t)VE_MIN(VE_MAX(n, 2ull), (uint64_t)d->cfg.ahead_max);
+}
+
+/* 0 submitted, 1 hold it back (retry next pass), -1 let it become ready. */
+static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pipe_info *pi)
 {
 	struct client_slot *cs = &d->cl[c];
-	int moved = 0;
-	int n = ve_vctx_pop_pipeline(cs->v, d->pinfo, BATCH);
-	for (int k = 0; k < n; k++) {
-		struct ve_pipe_info *pi = &d->pinfo[k];
-		uint32_t entry = VE_LANE_ENTRY(pi->lane);
-		bool compute = pi->cls == VE_CLASS_COMPUTE;
-		if (d->pipe_count[c][pi->stream_idx % PIPE_STREAMS] >= d->cfg.window)
-			continue;
-		if (compute && entry == VE_LANE_COPY_ENTRY)
-			continue; /* a kernel never runs on a copy lane (all SMs) */
-		const struct ve_desc *desc = ve_vctx_desc(cs->v, pi->tok);
-		if (!desc)
-			continue;
-		if (compute && desc->u.k.min_sms > d->pool->e[entry].sms)
-			continue;
-		uint16_t *run = &d->pipe_run[c][pi->stream_idx % PIPE_STREAMS];
-		if (compute) {
-			struct ve_ready_op o;
-			struct ve_ready_info ri = {.tok = pi->tok, .stream_idx = pi->stream_idx,
-						   .priority = pi->priority};
-			ready_op_from(&o, &ri, desc, c, cs->flags, 0);
-			/* Others active: after 'budget' pipelined ops the stream's next op
-			 * goes through the policy again, so allocations follow demand. */
-			int pr = L_CALL(d, pipeline, c, (uint16_t)entry, &o,
-					*run < d->cfg.pipe_budget);
-			if (pr < 0)
-				continue;
+	uint32_t entry = VE_LANE_ENTRY(pi->lane);
+	bool compute = pi->cls == VE_CLASS_COMPUTE;
+	if (compute && entry == VE_LANE_COPY_ENTRY)
+		return -1; /* a kernel never runs on a copy lane (all SMs) */
+	const struct ve_desc *desc = ve_vctx_desc(cs->v, pi->tok);
+	if (!desc)
+		return -1;
+	if (compute && desc->u.k.min_sms > d->pool->e[entry].sms)
+		return -1;
+	uint32_t li = lane_index(d, pi->lane);
+	if (d->grant_mode) {
+		/* Only on the client's own grant: an entry whose grant ended takes
+		 * nothing more (its SMs are being handed over). */
+		if (!d->cfg.ahead_ns || li == NONE32)
+			return -1;
+		if (entry != VE_LANE_COPY_ENTRY && entry != d->gc[c].entry)
+			return -1;
+		if (d->ls[li].inflight >= lane_room(d, &d->ls[li])) {
+			d->st.ahead_full++;
+			return 1;
 		}
-		if (ve_vctx_pipeline_claim(cs->v, pi->tok, pi->behind)) {
-			if (compute)
-				L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
-			continue;
-		}
+		if (ve_vctx_pipeline_claim(cs->v, pi->tok, pi->behind))
+			return -1;
 		int rc = submit_on(d, c, cs->v, pi->tok, desc, pi->lane, (uint16_t)entry,
-				   compute ? VE_CLASS_COMPUTE : VE_CLASS_COPY, pi->stream_idx, true);
+				   compute ? VE_CLASS_COMPUTE : VE_CLASS_COPY, pi->stream_idx, true,
+				   compute);
 		if (rc) {
 			ve_vctx_pipeline_unclaim(cs->v, pi->tok);
-			if (compute)
-				L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
-			continue;
+			return -1;
 		}
-		if (compute && *run < UINT16_MAX)
-			(*run)++;
+		if (compute)
+			note_demand(d, c, desc, d->b->ops->now(d->b));
 		d->st.pipelined++;
-		moved++;
+		return 0;
+	}
+	if (d->pipe_count[c][pi->stream_idx % PIPE_STREAMS] >= d->cfg.window) {
+		d->st.ahead_full++;
+		return 1;
+	}
+	uint16_t *run = &d->pipe_run[c][pi->stream_idx % PIPE_STREAMS];
+	if (compute) {
+		struct ve_ready_op o;
+		struct ve_ready_info ri = {.tok = pi->tok, .stream_idx = pi->stream_idx,
+					   .priority = pi->priority};
+		ready_op_from(&o, &ri, desc, c, cs->flags, 0);
+		/* Others active: after 'budget' pipelined ops the stream's next op
+		 * goes through the policy again, so allocations follow demand. */
+		int pr = L_CALL(d, pipeline, c, (uint16_t)entry, &o, *run < d->cfg.pipe_budget);
+		if (pr < 0)
+			return -1;
+	}
+	if (ve_vctx_pipeline_claim(cs->v, pi->tok, pi->behind)) {
+		if (compute)
+			L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
+		return -1;
+	}
+	int rc = submit_on(d, c, cs->v, pi->tok, desc, pi->lane, (uint16_t)entry,
+			   compute ? VE_CLASS_COMPUTE : VE_CLASS_COPY, pi->stream_idx, true, false);
+	if (rc) {
+		ve_vctx_pipeline_unclaim(cs->v, pi->tok);
+		if (compute)
+			L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
+		return -1;
+	}
+	if (compute && *run < UINT16_MAX)
+		(*run)++;
+	d->st.pipelined++;
+	return 0;
+}
+
+static void hold_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pipe_info *pi)
+{
+	/* A candidate not held becomes ready when its predecessor completes:
+	 * slower, never wrong. */
+	if (d->ndq < DQ_CAP)
+		d->dq[d->ndq++] = (struct held){.pi = *pi, .client = c};
+}
+
+/* Submit-ahead: candidates right behind their in-flight predecessor on its
+ * lane (lane FIFO keeps the edge). Candidates a full lane holds back are
+ * retried, oldest first, before new ones. */
+static int drain_pipeline(struct ve_dispatcher *d)
+{
+	int moved = 0;
+	uint32_t n = d->ndq;
+	d->ndq = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct held h = d->dq[i];
+		if (!d->cl[h.client].active)
+			continue;
+		int r = try_candidate(d, h.client, &h.pi);
+		if (r == 0)
+			moved++;
+		else if (r > 0)
+			hold_candidate(d, h.client, &h.pi);
+	}
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
+		if (!d->cl[c].active)
+			continue;
+		int k = ve_vctx_pop_pipeline(d->cl[c].v, d->pinfo, BATCH);
+		for (int j = 0; j < k; j++) {
+			int r = try_candidate(d, c, &d->pinfo[j]);
+			if (r == 0)
+				moved++;
+			else if (r > 0)
+				hold_candidate(d, c, &d->pinfo[j]);
+		}
 	}
 	return moved;
 }
 
 int ve_dispatcher_poll(struct ve_dispatcher *d)
 {
-	int moved = 0;
+	int moved = 0, submitted = 0;
 	d->st.passes++;
 	uint64_t now = d->b->ops->now(d->b);
 	L_CALL(d, set_now, now);
@@ -563,28 +997,78 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		if (n < BATCH)
 			break;
 	}
+	/* The mode is the coordinator's (ved may change it, e.g. in safe mode). */
+	bool grant = false, any = false;
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
+		if (!d->cl[c].active)
+			continue;
+		if (!any) {
+			uint16_t e;
+			uint64_t g;
+			any = true;
+			grant = d->link.ops->grant && L_CALL(d, grant, c, &e, &g) == 0;
+		}
+		if (grant)
+			grant_refresh(d, c, now);
+	}
+	if (!grant && d->wq_n) {
+		/* Back to per-op binding: what waited for a grant goes to the
+		 * coordinator (the ops stay popped; ready order per client kept). */
+		while (d->wq_n) {
+			struct wop w = d->wq[d->wq_head];
+			const struct ve_desc *desc =
+				d->cl[w.client].active ? ve_vctx_desc(d->cl[w.client].v, w.tok) : NULL;
+			if (desc) {
+				struct ve_ready_op o;
+				struct ve_ready_info ri = {.tok = w.tok, .stream_idx = w.stream};
+				ready_op_from(&o, &ri, desc, w.client, d->cl[w.client].flags, now);
+				if (L_CALL(d, ready, &o) == -EAGAIN)
+					break;
+			}
+			d->wq_head = (d->wq_head + 1) % d->wq_cap;
+			d->wq_n--;
+			d->gc[w.client].nwait--;
+		}
+	}
+	d->grant_mode = grant;
+	if (grant)
+		submitted += drain_waiting(d, now);
 	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
 		if (d->cl[c].active)
-			moved += drain_client(d, c, now);
+			submitted += drain_client(d, c, now);
 	moved += drain_hints(d);
-	if (d->cfg.window)
+	if (d->cfg.window || (grant && d->cfg.ahead_ns))
+		submitted += drain_pipeline(d);
+	if (!grant) {
+		for (;;) {
+			int nb = L_CALL(d, schedule, d->bind, BATCH);
+			if (nb <= 0)
+				break;
+			submitted += submit_bindings(d, nb);
+			if (nb < BATCH)
+				break;
+		}
+	}
+	moved += submitted;
+	if (d->nunm) {
+		bool waiters = false;
+		for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS && !waiters; c++)
+			waiters = d->cl[c].active && ve_vctx_has_waiters(d->cl[c].v);
+		d->idle_passes = submitted ? 0 : d->idle_passes + 1;
+		flush_lanes(d, waiters, VE_POOL_NONE, now);
+	}
+	if (grant) {
 		for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
 			if (d->cl[c].active)
-				moved += drain_pipeline(d, c);
-	for (;;) {
-		int nb = L_CALL(d, schedule, d->bind, BATCH);
-		if (nb <= 0)
-			break;
-		moved += submit_bindings(d, nb);
-		if (nb < BATCH)
-			break;
+				grant_report(d, c, now);
+		L_CALL(d, tick);
 	}
 	return moved;
 }
 
 bool ve_dispatcher_quiescent(struct ve_dispatcher *d)
 {
-	if (d->ninflight || atomic_load(&d->host_busy))
+	if (d->ninflight || atomic_load(&d->host_busy) || d->wq_n || d->ndq)
 		return false;
 	if (L_CALL(d, pending))
 		return false;
@@ -619,14 +1103,21 @@ static void *dispatcher_main(void *arg)
 			idle = 0;
 			continue;
 		}
-		if (d->ninflight || atomic_load(&d->host_busy) || L_CALL(d, pending)) {
-			/* Work on the GPU, or bindings due from the coordinator (ved):
-			 * spin a while, then poll at a bounded interval so a long kernel
-			 * does not cost a whole core. */
+		if (d->ninflight || atomic_load(&d->host_busy) || L_CALL(d, pending) || d->wq_n ||
+		    d->ndq) {
+			/* Work on the GPU, bindings due from the coordinator (ved) or
+			 * ops waiting for a grant: spin a while, then poll at a bounded
+			 * interval so a long kernel does not cost a whole core. The
+			 * sleep is on the wake word: new work or a waiting thread cuts
+			 * it short. */
 			if (++idle < SPIN_PASSES) {
 				ve__cpu_relax();
-			} else {
+			} else if (d->b->ops->version >= 2 &&
+				   (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK)) {
 				d->b->ops->wait(d->b, INFLIGHT_WAIT);
+			} else {
+				d->st.sleeps++;
+				ve__futex_wait(&d->wake_word, seen, WAIT_SLICE, 1);
 			}
 			continue;
 		}

@@ -45,6 +45,19 @@ struct ve_dispatcher_config {
 				   * binding (the paper's behaviour) */
 	uint32_t pipe_budget;	  /* with other clients active: pipelined ops per stream
 				   * between two policy bindings (0 = none then) */
+	/* Grant mode (the coordinator grants entries, this dispatcher binds):
+	 * a stream's successors are submitted right behind their predecessor on
+	 * its lane while the lane holds less than ahead_ns of predicted work and
+	 * fewer than ahead_max ops. This keeps launch-bound jobs fed and bounds
+	 * how long a grant that shrinks takes to drain. */
+	uint64_t ahead_ns;	  /* default 150 us; 0 = submit only ready ops */
+	uint32_t ahead_max;	  /* default 256 */
+	/* Completion markers: at least every mark_every ops on an entry lane
+	 * (default 16; 1 = after every op); deferred completions of a lane are
+	 * reported at once when a thread waits, when its entry's grant ends,
+	 * and after idle_flush_ns without a new submission (default 20 us). */
+	uint32_t mark_every;
+	uint64_t idle_flush_ns;
 	struct ve_trace *trace;	  /* optional */
 	/* Optional observer of every submission and completion (tests). */
 	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
@@ -62,6 +75,12 @@ struct ve_dispatcher_stats {
 	uint64_t pipelined; /* ops submitted behind their in-flight predecessor */
 	uint64_t sleeps, wakeups;
 	uint32_t inflight;
+	/* Grant mode. */
+	uint64_t local_binds;	/* ready ops bound to their client's grant here */
+	uint64_t grant_waits;	/* ops that waited for a (wider) grant */
+	uint64_t grant_changes; /* grant changes seen */
+	uint64_t ahead_full;	/* candidates held back by the lane's bound, retried later */
+	uint64_t deferred, marks, flushes; /* completion markers saved, written, forced */
 };
 
 struct ve_dispatcher;

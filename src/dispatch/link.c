@@ -2,6 +2,8 @@
 /* The embedded link: direct calls into a coordinator in this process. */
 #include "dispatch/link.h"
 
+#include <errno.h>
+
 static int e_client_add(void *c, uint32_t client, uint32_t flags)
 {
 	return ve_coord_client_add(c, client, flags);
@@ -50,6 +52,21 @@ static uint32_t e_pending(void *c)
 	return ve_coord_view(c)->nready;
 }
 
+static int e_grant(void *c, uint32_t client, uint16_t *entry, uint64_t *gen)
+{
+	if (!ve_coord_grant_mode(c))
+		return -EOPNOTSUPP;
+	return ve_coord_grant(c, client, entry, gen);
+}
+static int e_report(void *c, uint32_t client, const struct ve_grant_report *r)
+{
+	return ve_coord_report(c, client, r);
+}
+static void e_tick(void *c)
+{
+	ve_coord_tick(c, false);
+}
+
 static const struct ve_link_ops embedded_ops = {
 	.name = "embedded",
 	.client_add = e_client_add,
@@ -63,6 +80,9 @@ static const struct ve_link_ops embedded_ops = {
 	.pipeline_cancel = e_pipeline_cancel,
 	.set_now = e_set_now,
 	.pending = e_pending,
+	.grant = e_grant,
+	.report = e_report,
+	.tick = e_tick,
 };
 
 void ve_link_embedded(struct ve_link *l, struct ve_coord *c)

@@ -69,7 +69,9 @@ int ve_policy_resolve(const char *spec, const struct ve_policy_ops **ops, const 
 		return -ENOENT;
 	}
 	const struct ve_policy_ops *p = entry();
-	if (!p || p->abi_version != VE_POLICY_ABI_VERSION) {
+	/* ABI 2 only appended grant(): a policy built for 1 still works, op by
+	 * op (the coordinator copies the members that version has). */
+	if (!p || p->abi_version < 1 || p->abi_version > VE_POLICY_ABI_VERSION) {
 		snprintf(err, errlen,
 			 "policy %s was built for policy ABI version %u; this Vitamin-E speaks "
 			 "version %u: rebuild it against this ve_policy.h",

@@ -1230,7 +1230,7 @@ VE_TEST(external_policy_so_loads_and_wrong_abi_is_refused)
 	VE_CHECK_EQ(ve_policy_resolve(g_so[1], &ops, &args, &h, err, sizeof(err)), -EPROTO);
 	VE_CHECK(h == NULL);
 	VE_CHECK_MSG(strstr(err, "built for policy ABI version 99") &&
-			 strstr(err, "speaks version 1") && strstr(err, "rebuild it"),
+			 strstr(err, "speaks version 2") && strstr(err, "rebuild it"),
 		     "message: %s", err);
 	cfg.policy = g_so[1];
 	VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), -EPROTO);
