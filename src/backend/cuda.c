@@ -935,7 +935,8 @@ static void stall_check(struct cu_backend *b, struct lane *l, uint64_t now)
 			cu_name(q), l->tail - l->head);
 	}
 	l->err = (int32_t)q;
-	l->err_seq = l->issued;
+	/* Deferred records wait for marker issued + 1, which never comes now. */
+	l->err_seq = l->issued + (l->unmarked ? 1 : 0);
 	l->err_end = l->tail;
 }
 

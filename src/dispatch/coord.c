@@ -29,6 +29,8 @@ struct grant_client {
 };
 
 static int run_prepare(struct ve_coord *c, const struct ve_hint *h);
+static uint64_t inuse(const struct ve_coord *c, uint32_t k);
+static uint64_t coord_now(const struct ve_coord *c);
 
 struct ve_coord {
 	struct ve_pool pool;
@@ -229,9 +231,15 @@ int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags)
 	c->rq.clients[client] = (struct ve_client_view){
 		.head = VE_READY_NIL, .active = 1, .latency = !!(flags & VE_READY_LATENCY)};
 	c->rq.tail[client] = VE_READY_NIL;
-	uint64_t gen = c->gc[client].gen; /* generations only grow, across reuse too */
-	c->gc[client] = (struct grant_client){.entry = VE_POOL_NONE, .want = VE_POOL_NONE,
-					      .gen = gen + 1};
+	/* Generations only grow, across reuse of the slot too; leaves a former
+	 * client of this slot still drains stay closing. */
+	struct grant_client *g = &c->gc[client];
+	*g = (struct grant_client){.entry = VE_POOL_NONE,
+				   .want = VE_POOL_NONE,
+				   .gen = g->gen + 1,
+				   .closing = g->closing,
+				   .close_gen = g->closing ? g->gen + 1 : 0,
+				   .close_ns = g->close_ns};
 	c->urgent = true;
 	if (c->pol->notify) {
 		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_ADDED, .client = client,
@@ -251,10 +259,19 @@ int ve_coord_client_remove(struct ve_coord *c, uint32_t client)
 	ve_pool_release_client(&c->pool, (int32_t)client);
 	c->cl[client].active = 0;
 	c->rq.clients[client].active = 0;
-	/* Its grant goes with it (the driver ends a dead client's work). */
-	uint64_t gen = c->gc[client].gen;
-	c->gc[client] = (struct grant_client){.entry = VE_POOL_NONE, .want = VE_POOL_NONE,
-					      .gen = gen + 1};
+	/* Its grant goes with it. What it submitted may still run: those leaves
+	 * stay closing until its dispatcher reports them drained (a process that
+	 * died: ve_coord_client_forget, the driver ended its work). */
+	struct grant_client *g = &c->gc[client];
+	uint64_t left = inuse(c, client);
+	if (left && !g->closing)
+		g->close_ns = coord_now(c);
+	*g = (struct grant_client){.entry = VE_POOL_NONE,
+				   .want = VE_POOL_NONE,
+				   .gen = g->gen + 1,
+				   .closing = left,
+				   .close_gen = g->gen + 1,
+				   .close_ns = g->close_ns};
 	c->urgent = true;
 	if (c->pol->notify) {
 		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_REMOVED, .client = client};
@@ -592,9 +609,19 @@ static void reclaim_sample(struct ve_coord *c, uint64_t ns)
 
 int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_report *r)
 {
-	if (client >= c->rq.nclients || !c->cl[client].active || !r)
+	if (client >= c->rq.nclients || !r)
 		return -ENOENT;
 	struct grant_client *g = &c->gc[client];
+	if (!c->cl[client].active) {
+		/* A detached client's work drains: leaves it no longer runs on are free. */
+		if (!g->closing)
+			return -ENOENT;
+		g->rep.busy_leaves = r->busy_leaves;
+		g->closing &= r->busy_leaves;
+		if (!g->closing)
+			reclaim_sample(c, coord_now(c) - g->close_ns);
+		return 0;
+	}
 	/* A report can only speak for leaves its grants covered: what it says
 	 * busy beyond them is ignored (a confused client must not lock out the
 	 * others), what it leaves out of them counts busy until acknowledged. */
@@ -653,7 +680,8 @@ static int admit_pending(struct ve_coord *c)
 				continue;
 			uint64_t want = leaves_of(c, g->want), others = 0;
 			for (uint32_t j = 0; j < c->rq.nclients; j++)
-				if (j != k && c->cl[j].active && !(g->want_share && c->gc[j].share))
+				if (j != k && (c->cl[j].active || c->gc[j].closing) &&
+				    !(g->want_share && c->gc[j].share))
 					others |= inuse(c, j);
 			if (want & others) {
 				c->st.grants_refused++;

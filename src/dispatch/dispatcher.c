@@ -63,6 +63,7 @@ struct gclient {
 	uint64_t active_ns;
 	uint32_t nwait;	   /* ops in the wait queue */
 	uint32_t ncompute; /* compute ops in flight */
+	bool zombie;	   /* detached with compute ops still running: reports until drained */
 };
 
 /* A ready compute op waiting for a grant that can run it. */
@@ -378,6 +379,9 @@ int ve_dispatcher_detach(struct ve_dispatcher *d, uint32_t client)
 	if (client >= VE_COORD_MAX_CLIENTS || !d->cl[client].active)
 		return -ENOENT;
 	d->cl[client].active = false;
+	/* Its waiting ops never run now; it reports until what runs has drained
+	 * (at least once: the coordinator holds its leaves until told). */
+	d->gc[client].zombie = true;
 	return L_CALL(d, client_remove, client);
 }
 
@@ -683,6 +687,10 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 {
 	struct gclient *g = &d->gc[c];
 	const struct ve_pool *p = d->pool;
+	if (g->zombie) {
+		g->entry = VE_POOL_NONE;
+		g->zombie = g->ncompute > 0; /* this report says so when it is the last */
+	}
 	uint64_t busy = g->entry != VE_POOL_NONE ? p->e[g->entry].leaves : 0;
 	if (g->ncompute) {
 		const uint32_t *ei = &d->ent_inflight[c * p->nentries];
@@ -738,23 +746,20 @@ static int drain_client(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 				rc = L_CALL(d, ready, &o);
 				break;
 			}
-			case VE_CLASS_COPY: {
+			case VE_CLASS_COPY:
+				/* A ready copy goes to a copy lane, never to a lane other
+				 * streams' kernels may hold (a timed event record there
+				 * would wait for unrelated work); copies that follow a
+				 * kernel of their stream ride behind it (drain_pipeline). */
 				d->st.popped++;
-				/* Grant mode: on the stream's lane of its grant, as a native
-				 * stream orders copies with its kernels, so the kernels behind
-				 * a copy follow it on the lane instead of waiting for it. */
-				uint16_t e = d->grant_mode ? d->gc[c].entry : VE_POOL_NONE;
-				uint32_t lane = e != VE_POOL_NONE
-							? grant_lane(d, c, ri->stream_idx, e)
-							: VE_LANE(VE_LANE_COPY_ENTRY,
-								  ri->stream_idx % d->cfg.copy_lanes);
-				rc = submit_on(d, c, cs->v, ri->tok, desc, lane,
-					       e != VE_POOL_NONE ? e : VE_LANE_COPY_ENTRY,
-					       VE_CLASS_COPY, ri->stream_idx, false, false);
+				rc = submit_on(d, c, cs->v, ri->tok, desc,
+					       VE_LANE(VE_LANE_COPY_ENTRY,
+						       ri->stream_idx % d->cfg.copy_lanes),
+					       VE_LANE_COPY_ENTRY, VE_CLASS_COPY, ri->stream_idx, false,
+					       false);
 				if (!rc)
 					d->st.copies++;
 				break;
-			}
 			case VE_CLASS_HOST:
 				d->st.popped++;
 				rc = host_submit(d, cs->v, ri->tok, desc);
@@ -883,11 +888,12 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 		return -1;
 	uint32_t li = lane_index(d, pi->lane);
 	if (d->grant_mode) {
-		/* Only on the client's own grant: an entry whose grant ended takes
-		 * nothing more (its SMs are being handed over). */
+		/* Kernels only on the client's own grant: an entry whose grant
+		 * ended takes no new kernel (its SMs are being handed over). A
+		 * copy needs no SMs and may still follow its kernel there. */
 		if (!d->cfg.ahead_ns || li == NONE32)
 			return -1;
-		if (entry != VE_LANE_COPY_ENTRY && entry != d->gc[c].entry)
+		if (compute && entry != d->gc[c].entry)
 			return -1;
 		if (d->ls[li].inflight >= lane_room(d, &d->ls[li])) {
 			d->st.ahead_full++;
@@ -997,8 +1003,9 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		if (n < BATCH)
 			break;
 	}
-	/* The mode is the coordinator's (ved may change it, e.g. in safe mode). */
-	bool grant = false, any = false;
+	/* The mode is the coordinator's (ved may change it, e.g. in safe mode);
+	 * with no client attached the last one holds (detached clients drain). */
+	bool grant = d->grant_mode, any = false;
 	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
 		if (!d->cl[c].active)
 			continue;
@@ -1037,7 +1044,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		if (d->cl[c].active)
 			submitted += drain_client(d, c, now);
 	moved += drain_hints(d);
-	if (d->cfg.window || (grant && d->cfg.ahead_ns))
+	if (d->cfg.window || (grant && d->cfg.ahead_ns) || d->ndq)
 		submitted += drain_pipeline(d);
 	if (!grant) {
 		for (;;) {
@@ -1059,7 +1066,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 	}
 	if (grant) {
 		for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
-			if (d->cl[c].active)
+			if (d->cl[c].active || d->gc[c].zombie)
 				grant_report(d, c, now);
 		L_CALL(d, tick);
 	}
@@ -1189,6 +1196,28 @@ static int drain_hints(struct ve_dispatcher *d)
 	for (uint32_t i = 0; i < n; i++)
 		L_CALL(d, hint, &local[i]);
 	return (int)n;
+}
+
+void ve_dispatcher_dump(struct ve_dispatcher *d, FILE *f)
+{
+	fprintf(f, "dispatcher: %s mode, %u in flight, %u waiting for a grant, %u held back\n",
+		d->grant_mode ? "grant" : "per-op", d->ninflight, d->wq_n, d->ndq);
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
+		const struct gclient *g = &d->gc[c];
+		if (!d->cl[c].active && !g->zombie)
+			continue;
+		fprintf(f,
+			"  client %u%s: grant %d (gen %llu), %u waiting (widest needs %u SMs), %u "
+			"compute in flight, wants %u SMs\n",
+			c, g->zombie ? " (detached)" : "",
+			g->entry == VE_POOL_NONE ? -1 : (int)g->entry, (unsigned long long)g->gen,
+			g->nwait, g->min_sms, g->ncompute, g->want_sms);
+	}
+	for (uint32_t i = 0; i < d->nls; i++)
+		if (d->ls[i].inflight || d->ls[i].unmarked)
+			fprintf(f, "  lane %#x: %u in flight, %u unmarked, %.1f us per op\n",
+				d->ls[i].id, d->ls[i].inflight, d->ls[i].unmarked,
+				(double)d->ls[i].avg_ns / 1e3);
 }
 
 void ve_dispatcher_stats(struct ve_dispatcher *d, struct ve_dispatcher_stats *st)

@@ -39,12 +39,25 @@ static int32_t whole_select(void *priv, const struct ve_policy_view *v, uint32_t
 	return -1;
 }
 
+/* Grant mode: every client on the whole GPU, shared: what one MPS server
+ * with no limits does, on the same mechanism. */
+static int whole_grant(void *priv, const struct ve_policy_view *v,
+		       const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
+	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
+		plan->entry[k] = v->clients[k].active ? v->pool->root : VE_POOL_NONE;
+		plan->share[k] = 1;
+	}
+	return 0;
+}
+
 const struct ve_policy_ops ve_policy_whole = {
 	.abi_version = VE_POLICY_ABI_VERSION,
 	.name = "whole",
 	.summary = "every op on the whole GPU, shared (one context, no partitioning)",
 	.pick = whole_pick,
 	.select = whole_select,
+	.grant = whole_grant,
 };
 
 /* ---------------------------------------------------------------- fixed */
@@ -219,6 +232,50 @@ static int32_t fixed_select(void *priv, const struct ve_policy_view *v, uint32_t
 	return -1;
 }
 
+/* Grant mode: each client its group's largest entry, whether it has work
+ * or not (a static partition); clients of one group share it. A launch
+ * wider than its group waits, as it would under a real static partition,
+ * unless it fits nowhere in a group: then it gets the smallest entry that
+ * contains its group and runs (a cooperative grid must not wait forever). */
+static int fixed_grant(void *priv, const struct ve_policy_view *v,
+		       const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
+	struct fixed *f = priv;
+	const struct ve_pool *p = v->pool;
+	uint32_t nreg = 0, n = VE_MIN(v->nclients, (uint32_t)VE_POLICY_MAX_CLIENTS);
+	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
+		nreg += f->rank[k] >= 0;
+	uint64_t wide = 0; /* leaves lent to a client whose launch is wider than its group */
+	uint32_t borrower = UINT32_MAX;
+	for (uint32_t k = 0; k < n; k++) {
+		if (!v->clients[k].active || f->rank[k] < 0) {
+			plan->entry[k] = VE_POOL_NONE;
+			continue;
+		}
+		uint16_t home = f->home[(uint32_t)f->rank[k] % f->parts];
+		if (home != VE_POOL_NONE && dem[k].min_sms > p->e[home].sms && !wide) {
+			uint64_t hl = p->e[home].leaves;
+			for (uint32_t i = 0; i < p->nentries; i++) {
+				uint16_t e = p->by_size[i];
+				if (p->e[e].sms >= dem[k].min_sms && (p->e[e].leaves & hl) == hl) {
+					home = e;
+					wide = p->e[e].leaves & ~hl;
+					borrower = k;
+					break;
+				}
+			}
+		}
+		plan->entry[k] = home;
+		plan->share[k] = nreg > f->parts;
+	}
+	/* The groups it borrows wait until that launch has run. */
+	for (uint32_t k = 0; wide && k < n; k++)
+		if (k != borrower && plan->entry[k] != VE_POOL_NONE &&
+		    (p->e[plan->entry[k]].leaves & wide))
+			plan->entry[k] = VE_POOL_NONE;
+	return 0;
+}
+
 const struct ve_policy_ops ve_policy_fixed = {
 	.abi_version = VE_POLICY_ABI_VERSION,
 	.name = "fixed",
@@ -229,6 +286,7 @@ const struct ve_policy_ops ve_policy_fixed = {
 	.pick = fixed_pick,
 	.select = fixed_select,
 	.notify = fixed_notify,
+	.grant = fixed_grant,
 };
 
 /* ---------------------------------------------------------------- chaos */
@@ -251,10 +309,50 @@ static int32_t chaos_select(void *priv, const struct ve_policy_view *v, uint32_t
 	return n ? eligible[v->rand(v) % n] : -1;
 }
 
+/* Grant mode: every tick, clients in random order each get a random entry
+ * among those still free that can run their widest waiting op, or now and
+ * then nothing at all; grants change all the time, results must not. */
+static int chaos_grant(void *priv, const struct ve_policy_view *v,
+		       const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
+	const struct ve_pool *p = v->pool;
+	uint32_t order[VE_POLICY_MAX_CLIENTS], n = 0;
+	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
+		plan->entry[k] = VE_POOL_NONE;
+		plan->share[k] = 0;
+		if (v->clients[k].active)
+			order[n++] = k;
+	}
+	for (uint32_t i = n; i > 1; i--) {
+		uint32_t j = (uint32_t)(v->rand(v) % i), x = order[i - 1];
+		order[i - 1] = order[j];
+		order[j] = x;
+	}
+	uint64_t avail = p->all_leaves;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = order[i];
+		if (v->rand(v) % 8 == 0)
+			continue; /* a client with no grant for a tick */
+		uint16_t cand[VE_POOL_MAX_ENTRIES];
+		uint32_t nc = 0;
+		for (uint32_t e = 0; e < p->nentries; e++)
+			if (!(p->e[e].leaves & ~avail) && p->e[e].sms >= dem[k].min_sms)
+				cand[nc++] = (uint16_t)e;
+		if (!nc)
+			continue;
+		uint16_t e = cand[v->rand(v) % nc];
+		plan->entry[k] = e;
+		avail &= ~p->e[e].leaves;
+	}
+	return 0;
+}
+
 const struct ve_policy_ops ve_policy_chaos = {
 	.abi_version = VE_POLICY_ABI_VERSION,
 	.name = "chaos",
-	.summary = "random ready op, random eligible entry (tests: bindings must not matter)",
+	.summary = "random ready op, random eligible entry (tests: bindings must not matter); "
+		   "in grant mode random grants every tick",
 	.pick = chaos_pick,
 	.select = chaos_select,
+	.grant = chaos_grant,
 };

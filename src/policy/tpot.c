@@ -52,6 +52,9 @@ struct tpot {
 	 * test_policy (tpot_latency_ops_earliest_deadline_first_all_offered). */
 	uint64_t *offered;
 	char tput_args[256];
+	/* grant mode */
+	uint32_t batch_min;   /* SMs left to best-effort clients while a latency one runs */
+	uint64_t lat_idle_ns; /* a latency client counts as active this long after its work */
 };
 
 static int tpot_kv(const char *k, const char *val, void *arg)
@@ -64,7 +67,12 @@ static int tpot_kv(const char *k, const char *val, void *arg)
 		t->reserve_sms = (uint32_t)d;
 	else if (strcmp(k, "tpot_ms") == 0 && d > 0)
 		t->tpot_ns = (uint64_t)(d * 1e6);
-	else if (strcmp(k, "min_gain") == 0 || strcmp(k, "starve_ms") == 0) {
+	else if (strcmp(k, "batch_min") == 0)
+		t->batch_min = (uint32_t)d;
+	else if (strcmp(k, "lat_idle_ms") == 0)
+		t->lat_idle_ns = (uint64_t)(d * 1e6);
+	else if (strcmp(k, "min_gain") == 0 || strcmp(k, "starve_ms") == 0 ||
+		 strcmp(k, "idle_ms") == 0 || strcmp(k, "hysteresis") == 0) {
 		size_t n = strlen(t->tput_args);
 		snprintf(t->tput_args + n, sizeof(t->tput_args) - n, "%s%s=%s", n ? "," : "", k,
 			 val);
@@ -98,6 +106,8 @@ static int tpot_init(const char *args, const struct ve_policy_view *v, void **pr
 		return -ENOMEM;
 	t->reserve_sms = 16;
 	t->tpot_ns = 50 * 1000000ull;
+	t->batch_min = 8;
+	t->lat_idle_ns = 20 * 1000000ull;
 	t->holder = -1;
 	t->wide = VE_POOL_NONE;
 	t->round = UINT64_MAX;
@@ -406,6 +416,73 @@ static void tpot_notify(void *priv, const struct ve_policy_view *v,
 	}
 }
 
+/* Grant mode. The first active latency-class client always holds the
+ * standing reservation, so a request that arrives finds SMs of its own at
+ * once; while it has work (and lat_idle_ms after, which covers the host
+ * gaps between decode steps) it grows to what its kernels can use (its
+ * want, at most all but batch_min SMs), in an entry that contains the
+ * reservation so the growth never waits for its own work. Best-effort
+ * clients share the rest by the Throughput-Oriented plan. The reservation
+ * yields only when its owner is idle and a best-effort launch needs its
+ * SMs to run at all (a cooperative or cluster launch as wide as the GPU). */
+static int tpot_grant(void *priv, const struct ve_policy_view *v,
+		      const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
+	struct tpot *t = priv;
+	const struct ve_pool *p = v->pool;
+	uint64_t skip[VE_POLICY_MAX_CLIENTS / 64 + 1] = {0};
+	int32_t lat = -1;
+	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
+		if (!v->clients[k].active || !(dem[k].flags & VE_DEMAND_LATENCY))
+			continue;
+		if (lat < 0)
+			lat = (int32_t)k;
+		else
+			plan->entry[k] = VE_POOL_NONE; /* one reservation: the first client's */
+		skip[k / 64] |= 1ull << (k % 64);
+	}
+	uint64_t avail = p->all_leaves;
+	if (lat >= 0) {
+		const struct ve_client_demand *d = &dem[lat];
+		uint64_t core = p->e[t->standing].leaves;
+		bool active = ve__grant_active(d, v->now_ns, t->lat_idle_ns);
+		uint16_t target = t->standing;
+		if (active || d->min_sms > p->e[t->standing].sms) {
+			uint32_t want = VE_MAX(ve__grant_want(p, d), d->min_sms);
+			uint32_t cap = p->total_sms > t->batch_min ? p->total_sms - t->batch_min : 0;
+			want = VE_MIN(want, VE_MAX(cap, d->min_sms));
+			uint16_t best = t->standing;
+			for (uint32_t i = 0; i < p->nentries; i++) {
+				uint16_t e = p->by_size[i];
+				if ((p->e[e].leaves & core) != core)
+					continue;
+				if (p->e[e].sms > VE_MAX(cap, d->min_sms))
+					break;
+				best = e;
+				if (p->e[e].sms >= want)
+					break;
+			}
+			target = best;
+		} else {
+			/* Idle: yield only to a best-effort launch that cannot run
+			 * anywhere else. */
+			uint32_t free_max = 0;
+			for (uint32_t i = 0; i < p->nentries; i++)
+				if (!(p->e[i].leaves & core))
+					free_max = VE_MAX(free_max, p->e[i].sms);
+			for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++)
+				if (!(skip[k / 64] >> (k % 64) & 1) && v->clients[k].active &&
+				    dem[k].min_sms > free_max)
+					target = VE_POOL_NONE;
+		}
+		plan->entry[lat] = target;
+		plan->share[lat] = 0;
+		if (target != VE_POOL_NONE)
+			avail &= ~p->e[target].leaves;
+	}
+	return ve__tput_grant(t->tp, v, dem, plan, avail, skip);
+}
+
 const struct ve_policy_ops ve_policy_tpot = {
 	.abi_version = VE_POLICY_ABI_VERSION,
 	.name = "tpot",
@@ -417,4 +494,5 @@ const struct ve_policy_ops ve_policy_tpot = {
 	.select = tpot_select,
 	.prepare = tpot_prepare,
 	.notify = tpot_notify,
+	.grant = tpot_grant,
 };

@@ -40,6 +40,12 @@ static int parse_kv(const char *k, const char *v, void *arg)
 		t->min_gain = d;
 	else if (strcmp(k, "starve_ms") == 0 && d >= 0)
 		t->starve_ns = (uint64_t)(d * 1e6);
+	else if (strcmp(k, "idle_ms") == 0 && d >= 0)
+		t->idle_ns = (uint64_t)(d * 1e6);
+	else if (strcmp(k, "hysteresis") == 0 && d >= 1)
+		t->hysteresis = d;
+	else if (strcmp(k, "share") == 0 && (d == 0 || d == 1))
+		t->share = d == 1;
 	else
 		return -EINVAL;
 	return 0;
@@ -88,6 +94,7 @@ void ve__tput_destroy(struct tput *t)
 	free(t->sup_off);
 	free(t->sup_n);
 	free(t->sup);
+	ve__grant_tables_fini(&t->gt);
 	free(t);
 }
 
@@ -98,10 +105,14 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 		return -ENOMEM;
 	t->min_gain = 0.01;
 	t->starve_ns = 20 * 1000000ull;
+	t->idle_ns = 2 * 1000000ull;
+	t->hysteresis = 1.05;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);
 	if (!rc)
 		rc = build_tables(t, v->pool);
+	if (!rc)
+		rc = ve__grant_tables_init(&t->gt, v->pool);
 	if (rc) {
 		ve__tput_destroy(t);
 		return rc;
@@ -296,6 +307,74 @@ static int32_t tput_select(void *priv, const struct ve_policy_view *v, uint32_t 
 	return ve__tput_entry_for(priv, op);
 }
 
+int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
+		   const struct ve_client_demand *dem, struct ve_grant_plan *plan, uint64_t avail,
+		   const uint64_t *skip_clients)
+{
+	const struct ve_pool *p = v->pool;
+	uint32_t cl[VE_POLICY_MAX_CLIENTS], want[VE_POLICY_MAX_CLIENTS],
+	    min[VE_POLICY_MAX_CLIENTS], n = 0;
+	uint16_t cur[VE_POLICY_MAX_CLIENTS], cand[VE_POLICY_MAX_CLIENTS];
+	bool force = false;
+	/* Clients waiting for a grant go first (MinBind order), then the rest. */
+	for (uint32_t pass = 0; pass < 2; pass++) {
+		for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
+			if (skip_clients && (skip_clients[k / 64] >> (k % 64) & 1))
+				continue;
+			const struct ve_client_demand *d = &dem[k];
+			bool waiting = (d->flags & VE_DEMAND_WAITING) ||
+				       (d->ready && plan->entry[k] == VE_POOL_NONE);
+			if ((pass == 0) != waiting)
+				continue;
+			if (!v->clients[k].active || !ve__grant_active(d, v->now_ns, t->idle_ns)) {
+				plan->entry[k] = VE_POOL_NONE; /* idle: its SMs go to the others */
+				plan->share[k] = 0;
+				continue;
+			}
+			force |= waiting;
+			cl[n] = k;
+			want[n] = ve__grant_want(p, d);
+			min[n] = d->min_sms;
+			cur[n] = plan->entry[k];
+			n++;
+		}
+	}
+	if (!n)
+		return 0;
+	if (t->share) {
+		for (uint32_t i = 0; i < n; i++) {
+			plan->entry[cl[i]] = p->root;
+			plan->share[cl[i]] = 1;
+		}
+		return 0;
+	}
+	/* The current grants still fit when they are disjoint, inside avail
+	 * and wide enough for what waits. */
+	uint64_t seen = 0;
+	for (uint32_t i = 0; i < n && !force; i++) {
+		uint64_t l = cur[i] != VE_POOL_NONE ? p->e[cur[i]].leaves : 0;
+		if (cur[i] == VE_POOL_NONE || (l & seen) || (l & ~avail) || p->e[cur[i]].sms < min[i] ||
+		    plan->share[cl[i]])
+			force = true;
+		seen |= l;
+	}
+	ve__grant_plan(&t->gt, p, avail, cl, n, want, min, cand);
+	if (!force && ve__grant_utility(p, n, want, cand) <=
+			      t->hysteresis * ve__grant_utility(p, n, want, cur))
+		return 0; /* not worth the drain */
+	for (uint32_t i = 0; i < n; i++) {
+		plan->entry[cl[i]] = cand[i];
+		plan->share[cl[i]] = 0;
+	}
+	return 0;
+}
+
+static int tput_grant(void *priv, const struct ve_policy_view *v,
+		      const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
+	return ve__tput_grant(priv, v, dem, plan, v->pool->all_leaves, NULL);
+}
+
 const struct ve_policy_ops ve_policy_tput = {
 	.abi_version = VE_POLICY_ABI_VERSION,
 	.name = "tput",
@@ -305,4 +384,5 @@ const struct ve_policy_ops ve_policy_tput = {
 	.fini = tput_fini,
 	.pick = tput_pick,
 	.select = tput_select,
+	.grant = tput_grant,
 };

@@ -4,6 +4,7 @@
 #ifndef VE_POLICY_TPUT_IMPL_H
 #define VE_POLICY_TPUT_IMPL_H
 
+#include "policy/grant.h"
 #include "ve/ve_policy.h"
 
 #include <stdint.h>
@@ -29,6 +30,11 @@ struct tput {
 	uint8_t size_idx[VE_POOL_MAX_ENTRIES];
 	uint32_t *sup_off, *sup_n;
 	uint16_t *sup; /* strict supersets of each entry, ascending size */
+	/* grant mode */
+	struct ve_grant_tables gt;
+	uint64_t idle_ns;  /* a client keeps its grant this long after its last work */
+	double hysteresis; /* a new plan must beat the current one by this factor */
+	bool share;	   /* every active client on the whole GPU, shared (like MPS) */
 };
 
 int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tput **out);
@@ -38,5 +44,10 @@ void ve__tput_destroy(struct tput *t);
 void ve__tput_plan(struct tput *t, const struct ve_policy_view *v, const uint64_t *skip_clients);
 int32_t ve__tput_next(struct tput *t, const struct ve_policy_view *v);
 int32_t ve__tput_entry_for(const struct tput *t, uint32_t op);
+/* Grant mode: demand-sized disjoint entries for the active clients whose
+ * bit is not set in skip_clients (may be NULL), inside the leaves 'avail'. */
+int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
+		   const struct ve_client_demand *dem, struct ve_grant_plan *plan, uint64_t avail,
+		   const uint64_t *skip_clients);
 
 #endif

@@ -135,6 +135,8 @@ struct running {
 
 struct opts {
 	uint32_t window; /* dispatcher pipelining window (0 = strict late binding) */
+	bool grant;	 /* grant mode: the coordinator grants entries, the dispatcher binds */
+	bool defer;	 /* the sim really defers the completions of deferred submissions */
 	double fail_submit_prob;
 	uint64_t fail_submit_nth; /* armed after a while, relative */
 	uint64_t fail_exec_nth;	  /* armed after a while, relative */
@@ -169,7 +171,7 @@ static struct run g_run;
 static struct {
 	uint64_t runs, ops, kernels, shared_overlaps, max_conc, wide, submit_faults, coord_failed,
 	    queries, exec_faults, detaches, dropped, never_run, gate_closes, reservations,
-	    pipelined;
+	    pipelined, local_binds, grant_changes, deferred;
 } g_tot;
 
 static uint32_t rnd(uint64_t *r, uint32_t n)
@@ -443,7 +445,7 @@ static void on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 	 * pipelined behind a kernel on its entry's lane. */
 	bool compute = d->kind == VE_OP_KERNEL,
 	     on_entry = VE_LANE_ENTRY(lane) != VE_LANE_COPY_ENTRY;
-	if (compute ? !on_entry : on_entry && !r->o.window)
+	if (compute ? !on_entry : on_entry && !r->o.window && !r->o.grant)
 		fail_run(r, "client %d op%d (%s) on lane %#x", cl->id, op, ve_op_kind_name(d->kind),
 			 lane);
 	o->lane = lane;
@@ -451,7 +453,29 @@ static void on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 	 * bound ones) was pipelined: behind its predecessor, on that entry. */
 	o->entry = VE_LANE_ENTRY(lane);
 	o->bind_seq = ++r->bind_seq;
-	if (r->o.window)
+	if (r->o.grant && on_entry) {
+		/* Grant mode: only on the client's grant as the coordinator has it
+		 * (the dispatcher read it at the start of this pass; grants change
+		 * at the tick that ends a pass). */
+		uint16_t ge;
+		uint64_t gen;
+		ve_coord_grant(r->co, client, &ge, &gen);
+		if (ge != o->entry)
+			fail_run(r, "client %d op%d (%s) submitted on entry %u, its grant is %d",
+				 cl->id, op, ve_op_kind_name(d->kind), o->entry,
+				 ge == VE_POOL_NONE ? -1 : (int)ge);
+		uint32_t need = cl->wk[op] == W_COOP ? cshapes[cl->shp[op]].min_sms : 1;
+		if (compute && r->pool->e[o->entry].sms < need)
+			fail_run(r, "client %d op%d needs %u SMs, submitted on entry %u of %u",
+				 cl->id, op, need, o->entry, r->pool->e[o->entry].sms);
+		o->shared = strcmp(r->policy, "whole") == 0 || strcmp(r->policy, "fixed") == 0;
+	}
+	if (r->o.grant) { /* no bindings here: count submissions for the detach trigger */
+		cl->nbound++;
+		if (r->o.detach && cl->id == r->victim && cl->nbound == r->detach_after)
+			r->detach_due = true;
+	}
+	if (r->o.window || r->o.grant)
 		check_preds_pipelined(r, cl, op, lane);
 	else
 		check_preds(r, cl, op, "submitted");
@@ -549,7 +573,7 @@ static void on_event(void *arg, const struct ve_sim_event *ev)
 			fail_run(r, "client %d op%d started after %u submissions", cl->id, op,
 				 o->nsub);
 		o->cookie = ev->cookie;
-		if (r->o.window)
+		if (r->o.window || r->o.grant)
 			check_preds_ended(r, cl, op);
 		else
 			check_preds(r, cl, op, "started");
@@ -562,8 +586,11 @@ static void on_event(void *arg, const struct ve_sim_event *ev)
 				 "client %d op%d runs on entry %u (%u SMs), bound to %u (%u SMs)",
 				 cl->id, op, ev->entry, ev->nsms, o->entry, pe->sms);
 		/* A detached client left its shared leases at once (its queued
-		 * work still runs there under the other sharers' lease). */
-		if (pe->state != VE_ENTRY_LEASED && pe->state != VE_ENTRY_DRAINING)
+		 * work still runs there under the other sharers' lease). In grant
+		 * mode the pool's leases are not used: the SM check below is it. */
+		if (r->o.grant)
+			;
+		else if (pe->state != VE_ENTRY_LEASED && pe->state != VE_ENTRY_DRAINING)
 			fail_run(r, "client %d op%d started on entry %u (%s)", cl->id, op, o->entry,
 				 ve_entry_state_name(pe->state));
 		else if (!cl->detached && !is_sharer(r->pool, o->entry, cl->id))
@@ -584,6 +611,20 @@ static void on_event(void *arg, const struct ve_sim_event *ev)
 			 * lease only: the coordinator allows it while the client is
 			 * alone on the GPU. */
 			bool piped_ok = later->nbind == 0 && q->client == cl->id;
+			if (r->o.grant) {
+				/* Grants of different clients never share an SM, except
+				 * where the policy shares them all (whole) or groups
+				 * (fixed with more clients than groups); one client's
+				 * kernels may (its streams run side by side). */
+				if (q->client != cl->id && !(qo->shared && o->shared))
+					fail_run(r,
+						 "client %d op%d (entry %u) and client %d op%d "
+						 "(entry %u) of different grants run on a common SM",
+						 cl->id, op, o->entry, q->client, q->op, q->entry);
+				if (q->client != cl->id)
+					r->shared_overlaps++;
+				continue;
+			}
 			if (q->entry != o->entry || !(later->shared || piped_ok))
 				fail_run(
 				    r,
@@ -683,6 +724,16 @@ static void issue(struct run *r, struct client *cl)
 
 static void print_listing(const struct run *r)
 {
+	if (r->o.grant) {
+		ve_dispatcher_dump(r->d, stderr);
+		for (int c = 0; c < r->nclients; c++) {
+			uint16_t e;
+			uint64_t gen;
+			ve_coord_grant(r->co, (uint32_t)c, &e, &gen);
+			fprintf(stderr, "  coordinator: client %d grant %d gen %llu\n", c,
+				e == VE_POOL_NONE ? -1 : (int)e, (unsigned long long)gen);
+		}
+	}
 	for (int c = 0; c < r->nclients; c++) {
 		const struct client *cl = &r->cl[c];
 		fprintf(stderr, "client %d: %d calls (%d issued), %d ops%s\n", c, cl->ncalls,
@@ -734,6 +785,14 @@ static void check_victim_released(struct run *r, bool at_end)
 {
 	const struct ve_pool *p = r->pool;
 	int32_t v = r->victim;
+	if (r->o.grant) {
+		uint16_t e;
+		uint64_t gen;
+		ve_coord_grant(r->co, (uint32_t)v, &e, &gen);
+		if (e != VE_POOL_NONE)
+			fail_run(r, "detached client %d still holds a grant of entry %u", v, e);
+		return;
+	}
 	for (uint32_t e = 0; e < p->nentries; e++) {
 		const struct ve_pool_entry *pe = &p->e[e];
 		if (pe->reserve_for == v)
@@ -808,8 +867,9 @@ static void drive(struct run *r, uint64_t *rng)
 		/* Detach while the victim has ready ops in the coordinator, if that
 		 * happens soon, so they are dropped. */
 		if (r->detach_due && !r->detach_done &&
-		    (ve_coord_view(r->co)->clients[r->victim].nready || ++r->detach_wait > 64))
-			do_detach(r);
+		    (r->o.grant || ve_coord_view(r->co)->clients[r->victim].nready ||
+		     ++r->detach_wait > 64))
+			do_detach(r); /* grant mode: no ready queue in the coordinator */
 		int moved = 0;
 		for (int k = 0; k < 16; k++) {
 			int n = ve_dispatcher_poll(r->d);
@@ -928,9 +988,15 @@ static void final_checks(struct run *r)
 		fail_run(r, "dispatcher saw %llu submit failures, the sim injected %llu",
 			 (unsigned long long)ds.submit_failures,
 			 (unsigned long long)ss.submit_faults);
-	if (!r->o.window && (cs.pipelined || ds.pipelined))
+	if (!r->o.window && !r->o.grant && (cs.pipelined || ds.pipelined))
 		fail_run(r, "pipelined with window 0");
 	g_tot.pipelined += ds.pipelined;
+	g_tot.local_binds += ds.local_binds;
+	g_tot.grant_changes += cs.grant_changes;
+	g_tot.deferred += ds.deferred;
+	if (r->o.grant && (cs.bindings || cs.pipelined))
+		fail_run(r, "grant mode, but the coordinator bound %llu ops op by op",
+			 (unsigned long long)cs.bindings);
 	if (cs.bindings + cs.pipelined != cs.failed_submits + cs.completions)
 		fail_run(r,
 			 "coordinator: %llu bindings + %llu pipelined, %llu failed submissions, "
@@ -979,8 +1045,8 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 	uint64_t rng = seed;
 	/* With pipelining, single clients too: it only happens while a client
 	 * is alone on the GPU. */
-	r->nclients =
-	    o->window ? 1 + (int)rnd(&rng, MAX_CLIENTS) : 2 + (int)rnd(&rng, MAX_CLIENTS - 1);
+	r->nclients = o->window || o->grant ? 1 + (int)rnd(&rng, MAX_CLIENTS)
+					    : 2 + (int)rnd(&rng, MAX_CLIENTS - 1);
 	for (int c = 0; c < r->nclients; c++)
 		gen_client(&r->cl[c], c, &rng);
 
@@ -991,6 +1057,7 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 	sc.jitter = 0.05 + 0.4 * (double)rnd(&rng, 1000) / 1000.0;
 	sc.submit_latency_ns = rnd(&rng, 4) ? rnd(&rng, 4000) : 0;
 	sc.fail_submit_prob = o->fail_submit_prob;
+	sc.defer_reports = o->defer;
 	sc.on_event = on_event;
 	sc.on_event_arg = r;
 	int rc = ve_sim_create(&sc, &r->b);
@@ -1003,6 +1070,9 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 				     .max_clients = 8,
 				     .policy = policy,
 				     .seed = seed,
+				     .per_op = !o->grant,
+				     /* virtual ns: from a tick per pass to a few per run */
+				     .tick_ns = o->grant ? 1 + rnd(&rng, 200000) : 0,
 				     .log_decisions = getenv("VE_DT_LOG") != NULL};
 	rc = ve_coord_create(&cc, &r->co, err, sizeof(err));
 	VE_CHECK_MSG(rc == 0, "coordinator (%s): %s", policy, err);
@@ -1013,6 +1083,10 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 					  .copy_lanes = 1 + rnd(&rng, 4),
 					  .max_inflight = 4096,
 					  .window = o->window,
+					  .ahead_ns = o->grant && rnd(&rng, 4) ? 1 + rnd(&rng, 300000) : 0,
+					  .ahead_max = 1 + rnd(&rng, 64),
+					  .mark_every = 1 + rnd(&rng, 16),
+					  .idle_flush_ns = 1 + rnd(&rng, 50000),
 					  .host_inline = true,
 					  .on_submit = on_submit,
 					  .on_complete = on_complete,
@@ -1093,7 +1167,10 @@ static void run_all(const char *test, uint64_t base, const char *const *pols, in
 		n = 1;
 	memset(&g_tot, 0, sizeof(g_tot));
 	int failures = 0;
+	const char *only = getenv("VE_DT_POLICY"); /* replay one policy */
 	for (int p = 0; p < npol; p++) {
+		if (only && strcmp(only, pols[p]) != 0)
+			continue;
 		uint64_t seeds[64];
 		long ns = n < 64 ? n : 64;
 		for (long i = 0; i < ns; i++)
@@ -1223,4 +1300,46 @@ VE_TEST(dispatch_pipelined)
 {
 	run_all("dispatch_pipelined", 0x919e, all_policies, NPOL, (struct opts){0}, tweak_window);
 	VE_CHECK(g_tot.pipelined > 0);
+}
+
+/* Grant mode: the coordinator grants entries each tick, the dispatcher binds
+ * ready ops to its client's grant and submits successors ahead on the lane;
+ * completions deferred and reported in batches (the sim defers them for
+ * real on half the seeds). HB order (a)/(c), no common SM between grants of
+ * different clients (b), nothing lost (d, e, f). */
+static void tweak_grant(struct opts *o, uint64_t seed)
+{
+	o->grant = true;
+	o->defer = seed & 2;
+	o->fail_submit_prob = (seed & 4) ? 0.05 : 0;
+}
+
+VE_TEST(dispatch_grant)
+{
+	run_all("dispatch_grant", 0x96a7, all_policies, NPOL, (struct opts){0}, tweak_grant);
+	VE_CHECK(g_tot.local_binds > 0);
+	VE_CHECK(g_tot.grant_changes > 0);
+	VE_CHECK(g_tot.pipelined > 0);
+	VE_CHECK(g_tot.deferred > 0);
+}
+
+static void tweak_grant_faults(struct opts *o, uint64_t seed)
+{
+	tweak_grant(o, seed);
+	o->fail_submit_prob = 0;
+	o->fail_exec_nth = 1 + seed % 23;
+}
+
+VE_TEST(dispatch_grant_exec_fault)
+{
+	run_all("dispatch_grant_exec_fault", 0x96a8, all_policies, NPOL, (struct opts){0},
+		tweak_grant_faults);
+	VE_CHECK(g_tot.exec_faults > 0);
+}
+
+VE_TEST(dispatch_grant_detach)
+{
+	run_all("dispatch_grant_detach", 0x96a9, all_policies, NPOL,
+		(struct opts){.detach = true, .grant = true}, NULL);
+	VE_CHECK(g_tot.detaches > 0);
 }

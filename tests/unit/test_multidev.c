@@ -1081,7 +1081,10 @@ static bool setup_dev(struct run *r, int i, uint64_t *rng)
 				     .nleaves = gi.nleaves,
 				     .max_clients = 8,
 				     .policy = r->policy,
-				     .seed = sc.seed};
+				     .seed = sc.seed,
+				     /* per-op binding: its checks follow each binding's
+				      * lease; grant mode is test_dispatch's */
+				     .per_op = true};
 	if (ve_coord_create(&cc, &dv->co, err, sizeof(err))) {
 		fprintf(stderr, "coordinator (%s) of device %d: %s\n", r->policy, i, err);
 		return false;
