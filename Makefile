@@ -28,13 +28,17 @@ endif
 
 HAVE_CUDA_H := $(wildcard $(CUDA_HOME)/include/cuda.h)
 
-CORE_SRC := $(wildcard src/util/*.c src/core/*.c src/pool/*.c src/dispatch/*.c src/policy/*.c \
-                       src/profile/*.c src/ipc/*.c src/backend/sim*.c)
+# The daemon's own sources (its main and config file) build the ved binary;
+# everything else under src/, but for the CUDA parts, is the library.
+DAEMON_SRC := $(wildcard src/ved/ved.c src/ved/config.c)
+CORE_SRC := $(filter-out $(DAEMON_SRC),$(wildcard src/util/*.c src/core/*.c src/pool/*.c \
+                       src/profile/*.c src/policy/*.c src/coord/*.c src/dispatch/*.c src/ipc/*.c \
+                       src/ved/*.c src/runtime/*.c src/backend/sim*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libvecore.a
 
 TOOLS    := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
-DAEMON   := $(if $(wildcard src/daemon/*.c),$(BUILD)/ved)
+DAEMON   := $(if $(DAEMON_SRC),$(BUILD)/ved)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -74,7 +78,7 @@ $(LIB): $(CORE_OBJ)
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/ved: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/*.c)) $(LIB)
+$(BUILD)/ved: $(patsubst %.c,$(BUILD)/obj/%.o,$(DAEMON_SRC)) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
@@ -101,8 +105,7 @@ $(BUILD)/tests/prog_%: $(BUILD)/obj/tests/shim/prog_%.o $(FAKE_LIB)
 	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
 
 # Harness tests that drive the CUDA backend directly (against the fake driver).
-CUDA_BACKEND_OBJ := $(BUILD)/obj/src/backend/cuda.o $(BUILD)/obj/src/shim/real.o \
-                    $(BUILD)/obj/src/shim/real_ptsz.o
+CUDA_BACKEND_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/backend/cuda*.c))
 
 $(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(CUDA_BACKEND_OBJ) $(LIB)
 	@mkdir -p $(dir $@)

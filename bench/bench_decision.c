@@ -31,7 +31,7 @@
  * (tput_4_ready_ops).
  */
 #include "core/desc.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "util/util.h"

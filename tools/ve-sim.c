@@ -16,7 +16,7 @@
  */
 #include "backend/sim.h"
 #include "core/vctx.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/trace.h"
 #include "util/util.h"

@@ -5,7 +5,7 @@
  * completions come from a per-lane sequence counter that each lane writes
  * into host-mapped memory after every op (cuStreamWriteValue64), or from
  * events where the device cannot do that. Every driver call goes through the
- * table of real entry points (shim/real.h), never through a symbol the shim
+ * table of real entry points (cuda_driver.h), never through a symbol the shim
  * overrides.
  *
  * Leaves. info() reports the groups of one split with minCount =

@@ -24,7 +24,7 @@
 
 #include "backend/backend.h"
 #include "core/vctx.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 
 #include <stdbool.h>
 #include <stdint.h>

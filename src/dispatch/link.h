@@ -8,7 +8,7 @@
 #ifndef VE_DISPATCH_LINK_H
 #define VE_DISPATCH_LINK_H
 
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
  * ("Intercepted calls"); the comments here say why, briefly.
  */
 #include "backend/cuda_desc.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "shim/shim.h"
 #include "util/util.h"
 

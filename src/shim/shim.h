@@ -9,7 +9,7 @@
 #define VE_SHIM_H
 
 #include "core/vctx.h"
-#include "shim/real.h"
+#include "backend/cuda_driver.h"
 
 #include <cuda.h>
 #include <stdatomic.h>

@@ -63,7 +63,7 @@
 
 #include "backend/sim.h"
 #include "core/vctx.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "dispatch/dispatcher.h"
 #include "pool/pool.h"
 #include "util/util.h"

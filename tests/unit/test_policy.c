@@ -19,7 +19,7 @@
 #include "../harness.h"
 
 #include "core/desc.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "util/util.h"

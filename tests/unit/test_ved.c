@@ -41,7 +41,7 @@
 #include "backend/sim.h"
 #include "core/vctx.h"
 #include "dispatch/dispatcher.h"
-#include "dispatch/remote.h"
+#include "ved/client.h"
 #include "ipc/ctl.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"

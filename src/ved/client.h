@@ -35,8 +35,8 @@
  * registers, and wakes a sleeping dispatcher through the notify callback when
  * a BIND arrives while nothing else would wake it.
  */
-#ifndef VE_DISPATCH_REMOTE_H
-#define VE_DISPATCH_REMOTE_H
+#ifndef VE_VED_CLIENT_H
+#define VE_VED_CLIENT_H
 
 #include "dispatch/link.h"
 

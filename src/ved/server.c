@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The coordinator serving remote clients over records (serve.h). */
-#include "dispatch/serve.h"
-#include "dispatch/toktab.h"
+/* The coordinator serving remote clients over records (server.h). */
+#include "ved/server.h"
+#include "ved/toktab.h"
 #include "util/util.h"
 
 #include <errno.h>

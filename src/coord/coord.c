@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "util/util.h"
 
 #include <dlfcn.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The link to ved: records out, bindings in, safe mode (remote.h, docs/daemon.md). */
-#include "dispatch/remote.h"
-#include "dispatch/toktab.h"
+/* The link to ved: records out, bindings in, safe mode (client.h, docs/daemon.md). */
+#include "ved/client.h"
+#include "ved/toktab.h"
 #include "ipc/ctl.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"

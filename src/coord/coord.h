@@ -17,10 +17,11 @@
  *                             work left closes its gate and is released
  * Not thread-safe: one thread (the dispatcher or the daemon loop) owns it.
  */
-#ifndef VE_DISPATCH_COORD_H
-#define VE_DISPATCH_COORD_H
+#ifndef VE_COORD_H
+#define VE_COORD_H
 
-#include "core/readyq.h"
+#include "coord/readyq.h"
+#include "policy/registry.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "ve/ve_policy.h"
@@ -97,13 +98,5 @@ const char *ve_coord_policy_name(const struct ve_coord *c);
 void ve_coord_stats(const struct ve_coord *c, struct ve_coord_stats *st);
 /* Virtual or real clock for ages and deadlines (the sim sets virtual time). */
 void ve_coord_set_now(struct ve_coord *c, uint64_t now_ns);
-
-/* Policy registry (src/policy/registry.c). */
-const struct ve_policy_ops *ve_policy_builtin(const char *name);
-/* name[:args] of a built-in, or a path to a .so exporting ve_policy_entry. */
-int ve_policy_resolve(const char *spec, const struct ve_policy_ops **ops, const char **args,
-		      void **dl_handle, char *err, size_t errlen);
-/* Comma-separated built-in names (for --help). */
-const char *ve_policy_builtin_names(void);
 
 #endif

@@ -2,7 +2,7 @@
 /*
  * ved: one per GPU device. Owns the pool's lease state and runs the policy
  * for every client process through the same coordinator the embedded
- * placement uses (src/dispatch/serve.h wraps it for records). docs/daemon.md
+ * placement uses (src/ved/server.h wraps it for records). docs/daemon.md
  * is the user's view; this file is the loop:
  *
  *   for each client: pop its records (serve checks each one), apply them
@@ -14,8 +14,8 @@
  *
  * The lost-wake-up argument is in ipc/ctl.h (struct ve_ved_words).
  */
-#include "daemon/ved.h"
-#include "dispatch/serve.h"
+#include "ved/ved.h"
+#include "ved/server.h"
 #include "ipc/ctl.h"
 #include "ipc/fdpass.h"
 #include "ipc/ring.h"
