@@ -30,6 +30,10 @@
 
 #include "ve/ve_pool.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define VE_POLICY_ABI_VERSION 1
 #define VE_POLICY_MAX_CLIENTS 64
 
@@ -159,4 +163,19 @@ struct ve_policy_ops {
 /* Entry point an external policy .so exports. */
 typedef const struct ve_policy_ops *(*ve_policy_entry_fn)(void);
 
+/* The ABI: these layouts are what external policies were compiled against. */
+#ifdef __cplusplus
+#define VE__POLICY_ASSERT static_assert
+#else
+#define VE__POLICY_ASSERT _Static_assert
+#endif
+VE__POLICY_ASSERT(sizeof(struct ve_ready_op) == 80, "ready op layout (policy ABI)");
+VE__POLICY_ASSERT(sizeof(struct ve_client_view) == 32, "client view layout (policy ABI)");
+VE__POLICY_ASSERT(sizeof(struct ve_hint) == 48, "hint layout (policy ABI)");
+VE__POLICY_ASSERT(sizeof(struct ve_plan) == 76, "plan layout (policy ABI)");
+#undef VE__POLICY_ASSERT
+
+#ifdef __cplusplus
+}
+#endif
 #endif
