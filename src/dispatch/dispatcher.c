@@ -167,7 +167,7 @@ static int host_submit(struct ve_dispatcher *d, struct ve_vctx *v, ve_tok tok,
 
 int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispatcher **out)
 {
-	if (!cfg || !cfg->backend || (!cfg->coord && !cfg->link) || !out)
+	if (!cfg || !cfg->backend || !cfg->link || !cfg->link->ops || !out)
 		return -EINVAL;
 	struct ve_dispatcher *d = calloc(1, sizeof(*d));
 	if (!d)
@@ -182,10 +182,7 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	if (d->cfg.lanes_per_entry > 256 || d->cfg.copy_lanes > 256)
 		goto einval;
 	d->b = cfg->backend;
-	if (cfg->link)
-		d->link = *cfg->link;
-	else
-		ve_link_embedded(&d->link, cfg->coord);
+	d->link = *cfg->link;
 	d->pool = d->link.pool;
 	d->inf = calloc(d->cfg.max_inflight, sizeof(*d->inf));
 	d->hq_cap = 4096;

@@ -2,6 +2,10 @@
 /* The embedded link: direct calls into a coordinator in this process. */
 #include "dispatch/link.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
 static int e_client_add(void *c, uint32_t client, uint32_t flags)
 {
 	return ve_coord_client_add(c, client, flags);
@@ -50,6 +54,25 @@ static uint32_t e_pending(void *c)
 	return ve_coord_view(c)->nready;
 }
 
+static int e_profile_save(void *c, const char *path)
+{
+	return ve_profile_save(ve_coord_profile(c), path, "");
+}
+static void e_info(void *c, struct ve_link_info *out)
+{
+	struct ve_coord_stats st;
+	ve_coord_stats(c, &st);
+	memset(out, 0, sizeof(*out));
+	out->where = "embedded";
+	snprintf(out->policy, sizeof(out->policy), "%s", ve_coord_policy_name(c));
+	out->bindings = st.bindings;
+	out->decide_ns = st.decide_ns;
+}
+static void e_destroy(void *c)
+{
+	ve_coord_destroy(c);
+}
+
 static const struct ve_link_ops embedded_ops = {
 	.name = "embedded",
 	.client_add = e_client_add,
@@ -63,11 +86,46 @@ static const struct ve_link_ops embedded_ops = {
 	.pipeline_cancel = e_pipeline_cancel,
 	.set_now = e_set_now,
 	.pending = e_pending,
+	.profile_save = e_profile_save,
+	.info = e_info,
+	.destroy = e_destroy,
 };
 
-void ve_link_embedded(struct ve_link *l, struct ve_coord *c)
+int ve_link_embedded_create(const struct ve_coord_config *cfg, struct ve_link *out, char *err,
+			    size_t errlen)
 {
-	l->ops = &embedded_ops;
-	l->impl = c;
-	l->pool = ve_coord_pool(c);
+	struct ve_coord *c;
+	memset(out, 0, sizeof(*out));
+	int rc = ve_coord_create(cfg, &c, err, errlen);
+	if (rc)
+		return rc;
+	out->ops = &embedded_ops;
+	out->impl = c;
+	out->pool = ve_coord_pool(c);
+	return 0;
+}
+
+struct ve_coord *ve_link_coord(const struct ve_link *l)
+{
+	return l && l->ops == &embedded_ops ? l->impl : NULL;
+}
+
+void ve_link_destroy(struct ve_link *l)
+{
+	if (l && l->ops && l->ops->destroy)
+		l->ops->destroy(l->impl);
+	if (l)
+		memset(l, 0, sizeof(*l));
+}
+
+int ve_link_profile_save(const struct ve_link *l, const char *path)
+{
+	return l->ops->profile_save ? l->ops->profile_save(l->impl, path) : -ENOTSUP;
+}
+
+void ve_link_info(const struct ve_link *l, struct ve_link_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (l->ops->info)
+		l->ops->info(l->impl, out);
 }

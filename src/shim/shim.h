@@ -47,9 +47,7 @@ struct ve_shim {
 	CUcontext ctx; /* the virtualized (primary) context */
 	struct ve_vctx *v;
 	struct ve_backend *backend;
-	struct ve_coord *coord;
-	struct ve_dispatcher *disp;
-	struct ve_trace *trace;
+	struct ve_runtime *rt; /* the device's stack: dispatcher, link, trace */
 	uint64_t init_ns;
 };
 

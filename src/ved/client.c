@@ -1002,6 +1002,75 @@ static uint32_t l_pending(void *impl)
 	return r->npending + r->ob_n + ve_coord_view(r->local)->nready;
 }
 
+/* Asks ved for its profiles on a connection of our own (the registration's
+ * socket is the liveness signal and carries nothing) and writes them to path. */
+static int fetch_profile(struct ve_remote *r, const char *path)
+{
+	int fd = ve_ctl_connect(r->path);
+	if (fd < 0)
+		return fd;
+	static union {
+		uint8_t b[VE_CTL_MAX_MSG];
+		uint64_t align;
+	} msg; /* one save at a time: the owner's thread, at exit */
+	struct ve_ctl_profile_req q;
+	memset(&q, 0, sizeof(q));
+	ve_ctl_hdr_init(&q.h, VE_CTL_PROFILE_REQ, sizeof(q));
+	int rc = ve_ctl_send(fd, &q, sizeof(q));
+	FILE *f = rc ? NULL : fopen(path, "w");
+	if (!rc && !f)
+		rc = -errno;
+	for (uint32_t chunk = 0; !rc; chunk++) {
+		int n = ve_ctl_recv(fd, msg.b, sizeof(msg.b), NULL, 5000);
+		const struct ve_ctl_profile *m = (const void *)msg.b;
+		if (n <= 0 || ve_ctl_check(msg.b, (size_t)n, VE_CTL_FROM_VED) ||
+		    m->h.type != VE_CTL_PROFILE || m->chunk != chunk) {
+			rc = n < 0 ? n : -EPROTO;
+			break;
+		}
+		if (m->nbytes && fwrite(m + 1, 1, m->nbytes, f) != m->nbytes)
+			rc = -EIO;
+		if (m->h.flags & VE_CTL_F_LAST)
+			break;
+	}
+	if (f && fclose(f) && !rc)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Under ved the profiles that decide, and that completions refine, are
+ * ved's; in safe mode they are the local coordinator's. */
+static int l_profile_save(void *impl, const char *path)
+{
+	struct ve_remote *r = impl;
+	if (!r->conn)
+		return ve_profile_save(ve_coord_profile(r->local), path, "");
+	return fetch_profile(r, path);
+}
+
+static void l_info(void *impl, struct ve_link_info *out)
+{
+	struct ve_remote *r = impl;
+	struct ve_coord_stats cs;
+	ve_coord_stats(r->local, &cs);
+	memset(out, 0, sizeof(*out));
+	out->where = r->conn ? "ved" : "ved (safe mode)";
+	snprintf(out->policy, sizeof(out->policy), "%s", r->st.policy);
+	out->bindings = r->st.binds + r->st.local_bindings;
+	out->decide_ns = cs.decide_ns;
+}
+
+static void l_set_notify(void *impl, void (*fn)(void *), void *arg)
+{
+	ve_remote_set_notify(impl, fn, arg);
+}
+
+static void l_destroy(void *impl)
+{
+	ve_remote_destroy(impl);
+}
+
 static const struct ve_link_ops remote_ops = {
     .name = "ved",
     .client_add = l_client_add,
@@ -1015,6 +1084,10 @@ static const struct ve_link_ops remote_ops = {
     .pipeline_cancel = l_pipeline_cancel,
     .set_now = l_set_now,
     .pending = l_pending,
+    .set_notify = l_set_notify,
+    .profile_save = l_profile_save,
+    .info = l_info,
+    .destroy = l_destroy,
 };
 
 /* ------------------------------------------------------------------ helper thread */

@@ -6,11 +6,13 @@
  * link (start_runtime picks it: VE_DAEMON, or ved's socket found at the
  * default path).
  *   shim_ved_found      ved found at the default path ($XDG_RUNTIME_DIR),
- *                       every launch bound by ved, BYE at exit
+ *                       every launch bound by ved, BYE at exit; VE_PROFILE_OUT
+ *                       saves the profile ved measured
  *   shim_ved_two        two programs at once: two clients of one ved
  *   shim_ved_dies       ved killed mid-run: the program finishes correctly in
  *                       safe mode
- *   shim_ved_knob       VE_DAEMON=0 forces embedded; a bad VE_DAEMON is refused
+ *   shim_ved_knob       VE_DAEMON=0 forces embedded (VE_PROFILE_OUT saves the
+ *                       embedded coordinator's profile); a bad VE_DAEMON is refused
  * Needs $VE_BUILD/ved, libve.so, the fake libcuda and the programs; skips
  * otherwise.
  */
@@ -119,6 +121,27 @@ static const struct ve_ctl_status *status(void)
 
 static struct sh_result g_res, g_res2;
 
+/* Keys with at least one measured time in a saved profile ("k <key> <ns|->..."). */
+static int profile_measured(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *t = strtok_r(line, " \n", &save);
+		if (!t || strcmp(t, "k") != 0 || !strtok_r(NULL, " \n", &save))
+			continue;
+		bool measured = false;
+		while ((t = strtok_r(NULL, " \n", &save)))
+			measured |= *t >= '0' && *t <= '9';
+		n += measured;
+	}
+	fclose(f);
+	return n;
+}
+
 /* The tests of each program that hold under the shim (test_shim_semantics.c
  * lists the known deviations, e.g. prog_shim_streams' "progress"). */
 #define STREAMS_TESTS                                                                              \
@@ -155,6 +178,11 @@ VE_TEST(shim_ved_found)
 	NEED_VED();
 	struct sh_opts o;
 	opts_for(&o, false); /* found at $XDG_RUNTIME_DIR/vitamin-e/ved-0.sock */
+	/* The profile saved at exit is the one ved measured and decided with. */
+	char prof[300], prof_env[320];
+	snprintf(prof, sizeof(prof), "%s/profile-ved.txt", g_xdg);
+	snprintf(prof_env, sizeof(prof_env), "VE_PROFILE_OUT=%s", prof);
+	o.env[3] = prof_env;
 	const char *argv[] = {prog, STREAMS_TESTS, NULL};
 	sh_run(argv, &o, &g_res);
 	if (g_res.rc || !strstr(g_res.out, "coordinator: ved at"))
@@ -162,6 +190,9 @@ VE_TEST(shim_ved_found)
 	VE_CHECK_EQ(g_res.rc, 0);
 	VE_CHECK(strstr(g_res.out, "coordinator: ved at") != NULL);
 	VE_CHECK(strstr(g_res.out, "bound by ved") != NULL);
+	int measured = profile_measured(prof);
+	unlink(prof);
+	VE_CHECK_MSG(measured > 0, "VE_PROFILE_OUT under ved: %d measured keys", measured);
 	const struct ve_ctl_status *s = status();
 	VE_CHECK(s != NULL);
 	printf("# ved: %llu bindings, %llu completions, %llu joined, %llu left\n",
@@ -243,12 +274,20 @@ VE_TEST(shim_ved_knob)
 	struct sh_opts o;
 	opts_for(&o, false);
 	o.env[2] = "VE_DAEMON=0";
+	char prof[300], prof_env[320];
+	snprintf(prof, sizeof(prof), "%s/profile-embedded.txt", g_xdg);
+	snprintf(prof_env, sizeof(prof_env), "VE_PROFILE_OUT=%s", prof);
+	o.env[3] = prof_env;
 	const char *argv[] = {prog, STREAMS_TESTS, NULL};
 	sh_run(argv, &o, &g_res);
 	if (g_res.rc)
 		sh_dump(&g_res);
 	VE_CHECK_EQ(g_res.rc, 0);
 	VE_CHECK(strstr(g_res.out, "coordinator: embedded (VE_DAEMON=0)") != NULL);
+	int measured = profile_measured(prof);
+	unlink(prof);
+	VE_CHECK_MSG(measured > 0, "VE_PROFILE_OUT embedded: %d measured keys", measured);
+	o.env[3] = NULL;
 	const struct ve_ctl_status *s = status();
 	VE_CHECK(s && s->joined == 0);
 	o.env[2] = "VE_DAEMON=relative/path";

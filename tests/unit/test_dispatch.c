@@ -54,8 +54,8 @@
 #include "backend/sim.h"
 #include "core/vctx.h"
 #include "coord/coord.h"
-#include "dispatch/dispatcher.h"
 #include "pool/pool.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -152,7 +152,8 @@ struct run {
 	uint32_t detach_wait;
 	struct client cl[MAX_CLIENTS];
 	struct ve_backend *b;
-	struct ve_coord *co;
+	struct ve_runtime *rt;
+	struct ve_coord *co; /* the runtime's embedded coordinator, for inspection */
 	struct ve_dispatcher *d;
 	const struct ve_pool *pool;
 	uint64_t bind_seq;
@@ -998,28 +999,25 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 	struct ve_gpu_info gi;
 	r->b->ops->info(r->b, &gi);
 	char err[256];
-	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
-				     .nleaves = gi.nleaves,
-				     .max_clients = 8,
-				     .policy = policy,
-				     .seed = seed,
-				     .log_decisions = getenv("VE_DT_LOG") != NULL};
-	rc = ve_coord_create(&cc, &r->co, err, sizeof(err));
-	VE_CHECK_MSG(rc == 0, "coordinator (%s): %s", policy, err);
-	r->pool = ve_coord_pool(r->co);
-	struct ve_dispatcher_config dc = {.backend = r->b,
-					  .coord = r->co,
-					  .lanes_per_entry = 1 + rnd(&rng, 4),
-					  .copy_lanes = 1 + rnd(&rng, 4),
-					  .max_inflight = 4096,
-					  .window = o->window,
-					  .host_inline = true,
-					  .on_submit = on_submit,
-					  .on_complete = on_complete,
-					  .on_bind = on_bind,
-					  .observer_arg = r};
-	rc = ve_dispatcher_create(&dc, &r->d);
-	VE_CHECK_EQ(rc, 0);
+	struct ve_runtime_config rcfg = {.daemon = "0",
+					 .policy = policy,
+					 .max_clients = 8,
+					 .seed = seed,
+					 .log_decisions = getenv("VE_DT_LOG") != NULL,
+					 .dispatch = {.lanes_per_entry = 1 + rnd(&rng, 4),
+						      .copy_lanes = 1 + rnd(&rng, 4),
+						      .max_inflight = 4096,
+						      .window = o->window,
+						      .host_inline = true,
+						      .on_submit = on_submit,
+						      .on_complete = on_complete,
+						      .on_bind = on_bind,
+						      .observer_arg = r}};
+	rc = ve_runtime_create(&rcfg, r->b, &r->rt, err, sizeof(err));
+	VE_CHECK_MSG(rc == 0, "runtime (%s): %s", policy, err);
+	r->co = ve_runtime_coord(r->rt);
+	r->d = ve_runtime_dispatcher(r->rt);
+	r->pool = ve_runtime_pool(r->rt);
 	bool tpot = strncmp(policy, "tpot", 4) == 0;
 	for (int c = 0; c < r->nclients; c++) {
 		struct client *cl = &r->cl[c];
@@ -1045,10 +1043,9 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 							 &cl->eh[e]),
 				    0);
 		/* Under tpot client 0 is a latency-class client (decode). */
-		VE_CHECK_EQ(ve_dispatcher_attach(r->d, cl->v, (uint32_t)c,
-						 tpot && c == 0 ? VE_READY_LATENCY : 0),
+		VE_CHECK_EQ(ve_runtime_attach(r->rt, cl->v, (uint32_t)c,
+					      tpot && c == 0 ? VE_READY_LATENCY : 0),
 			    0);
-		ve_vctx_set_notify(cl->v, ve_dispatcher_notify, r->d);
 	}
 	if (o->detach) {
 		r->victim = tpot ? 0 : (int)rnd(&rng, (uint32_t)r->nclients);
@@ -1075,10 +1072,9 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 	g_tot.wide += r->wide_bindings;
 	if (r->max_conc > g_tot.max_conc)
 		g_tot.max_conc = r->max_conc;
-	ve_dispatcher_destroy(r->d);
+	ve_runtime_destroy(r->rt);
 	for (int c = 0; c < r->nclients; c++)
 		ve_vctx_destroy(r->cl[c].v);
-	ve_coord_destroy(r->co);
 	r->b->ops->destroy(r->b);
 	return ok;
 }

@@ -64,8 +64,8 @@
 #include "backend/sim.h"
 #include "core/vctx.h"
 #include "coord/coord.h"
-#include "dispatch/dispatcher.h"
 #include "pool/pool.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -201,7 +201,8 @@ struct running {
 struct dev {
 	int idx;
 	struct ve_backend *b;
-	struct ve_coord *co;
+	struct ve_runtime *rt;
+	struct ve_coord *co; /* the runtime's embedded coordinator, for inspection */
 	struct ve_dispatcher *d;
 	const struct ve_pool *pool;
 	struct running rn[MAX_RUNNING];
@@ -1077,27 +1078,28 @@ static bool setup_dev(struct run *r, int i, uint64_t *rng)
 	struct ve_gpu_info gi;
 	dv->b->ops->info(dv->b, &gi);
 	char err[256];
-	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
-				     .nleaves = gi.nleaves,
-				     .max_clients = 8,
-				     .policy = r->policy,
-				     .seed = sc.seed};
-	if (ve_coord_create(&cc, &dv->co, err, sizeof(err))) {
-		fprintf(stderr, "coordinator (%s) of device %d: %s\n", r->policy, i, err);
+	/* One stack per device, as a multi-GPU process builds them. */
+	struct ve_runtime_config rcfg = {.daemon = "0",
+					 .device = i,
+					 .policy = r->policy,
+					 .max_clients = 8,
+					 .seed = sc.seed,
+					 .dispatch = {.lanes_per_entry = 1 + rnd(rng, 4),
+						      .copy_lanes = 1 + rnd(rng, 4),
+						      .max_inflight = 4096,
+						      .host_inline = true,
+						      .on_submit = on_submit,
+						      .on_complete = on_complete,
+						      .on_bind = on_bind,
+						      .observer_arg = dv}};
+	if (ve_runtime_create(&rcfg, dv->b, &dv->rt, err, sizeof(err))) {
+		fprintf(stderr, "runtime (%s) of device %d: %s\n", r->policy, i, err);
 		return false;
 	}
-	dv->pool = ve_coord_pool(dv->co);
-	struct ve_dispatcher_config dc = {.backend = dv->b,
-					  .coord = dv->co,
-					  .lanes_per_entry = 1 + rnd(rng, 4),
-					  .copy_lanes = 1 + rnd(rng, 4),
-					  .max_inflight = 4096,
-					  .host_inline = true,
-					  .on_submit = on_submit,
-					  .on_complete = on_complete,
-					  .on_bind = on_bind,
-					  .observer_arg = dv};
-	return ve_dispatcher_create(&dc, &dv->d) == 0;
+	dv->co = ve_runtime_coord(dv->rt);
+	dv->d = ve_runtime_dispatcher(dv->rt);
+	dv->pool = ve_runtime_pool(dv->rt);
+	return true;
 }
 
 static bool setup_client(struct run *r, struct client *cl)
@@ -1127,9 +1129,8 @@ static bool setup_client(struct run *r, struct client *cl)
 								   : VE_EVENT_DISABLE_TIMING,
 						 &p->eh[e]))
 				return false;
-		if (ve_dispatcher_attach(r->dv[d].d, p->v, (uint32_t)cl->id, 0))
+		if (ve_runtime_attach(r->dv[d].rt, p->v, (uint32_t)cl->id, 0))
 			return false;
-		ve_vctx_set_notify(p->v, ve_dispatcher_notify, r->dv[d].d);
 	}
 	return true;
 }
@@ -1154,7 +1155,7 @@ static void drive_threaded(struct run *r)
 {
 	int started = 0, spawned = 0;
 	for (; started < r->ndev; started++)
-		if (ve_dispatcher_start(r->dv[started].d)) {
+		if (ve_runtime_start(r->dv[started].rt)) {
 			fail_run(r, "dispatcher thread of device %d", started);
 			break;
 		}
@@ -1168,7 +1169,7 @@ static void drive_threaded(struct run *r)
 	/* Every op completed (ctx_sync), but a dispatcher may still be finishing
 	 * its bookkeeping after the last completion: stop (join) them first. */
 	for (int i = 0; i < started; i++)
-		ve_dispatcher_stop(r->dv[i].d);
+		ve_runtime_stop(r->dv[i].rt);
 }
 
 static bool run_one(const char *test, const char *policy, uint64_t seed, bool threaded)
@@ -1228,17 +1229,14 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, bool th
 			g_tot.max_conc = r->dv[i].max_conc;
 	}
 	g_tot.xordered += r->xordered;
-	/* Dispatchers first (they reference the vctxs), then every vctx, then
-	 * coordinators and sims. */
+	/* Runtimes first (their dispatchers reference the vctxs), then every
+	 * vctx, then sims. */
 	for (int i = 0; i < r->ndev; i++)
-		if (r->dv[i].d)
-			ve_dispatcher_destroy(r->dv[i].d);
+		ve_runtime_destroy(r->dv[i].rt);
 	for (int c = 0; c < r->nclients; c++)
 		for (int d = 0; d < r->ndev; d++)
 			ve_vctx_destroy(r->cl[c].d[d].v);
 	for (int i = 0; i < r->ndev; i++) {
-		if (r->dv[i].co)
-			ve_coord_destroy(r->dv[i].co);
 		if (r->dv[i].b)
 			r->dv[i].b->ops->destroy(r->dv[i].b);
 	}

@@ -40,13 +40,13 @@
 
 #include "backend/sim.h"
 #include "core/vctx.h"
-#include "dispatch/dispatcher.h"
-#include "ved/client.h"
 #include "ipc/ctl.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"
 #include "pool/pool.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
+#include "ved/client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -331,7 +331,8 @@ struct prog {
 struct run {
 	struct prog p;
 	struct ve_vctx *v;
-	struct ve_remote *rem;
+	struct ve_runtime *rt;
+	struct ve_remote *rem; /* the runtime's ved client, for its statistics */
 	struct ve_dispatcher *d;
 	struct ve_backend *b;
 	const struct ve_pool *pool;
@@ -656,38 +657,34 @@ static bool run_program(struct run *r, uint64_t seed, int ncalls, bool fail_subm
 	struct ve_gpu_info gi;
 	r->b->ops->info(r->b, &gi);
 	char err[512];
-	struct ve_remote_config rc = {.socket_path = g_sock,
-				      .leaf_sms = gi.leaf_sms,
-				      .nleaves = gi.nleaves,
-				      .sm_count = gi.sm_count,
-				      .name = "test_ved",
-				      .max_ops = 2048,
-				      .spin_ns = 0,
-				      .heartbeat_timeout_ms = 3000,
-				      .reconnect_ms = 100,
-				      .start_safe = true};
-	int e = ve_remote_create(&rc, &r->rem, err, sizeof(err));
-	if (e) {
-		fail_run(r, "remote link: %s", err);
+	struct ve_runtime_config rcfg = {.daemon = g_sock, /* absent ved: safe mode */
+					 .name = "test_ved",
+					 .max_ops = 2048,
+					 .ved_spin_ns = 0,
+					 .ved_heartbeat_timeout_ms = 3000,
+					 .ved_reconnect_ms = 100,
+					 .dispatch = {.lanes_per_entry = 1 + rnd(&rng, 4),
+						      .copy_lanes = 1 + rnd(&rng, 4),
+						      .max_inflight = 4096,
+						      .host_inline = true,
+						      .on_submit = on_submit,
+						      .on_complete = on_complete,
+						      .on_bind = on_bind,
+						      .observer_arg = r}};
+	int e = ve_runtime_create(&rcfg, r->b, &r->rt, err, sizeof(err));
+	if (e || ve_runtime_mode(r->rt) != VE_RUNTIME_VED) {
+		fail_run(r, "runtime over ved: %s", e ? err : "not through ved");
+		ve_runtime_destroy(e ? NULL : r->rt);
+		r->rt = NULL;
 		r->b->ops->destroy(r->b);
 		return false;
 	}
-	struct ve_link link;
-	ve_remote_link(r->rem, &link);
-	r->pool = link.pool;
-	struct ve_dispatcher_config dc = {.backend = r->b,
-					  .link = &link,
-					  .lanes_per_entry = 1 + rnd(&rng, 4),
-					  .copy_lanes = 1 + rnd(&rng, 4),
-					  .max_inflight = 4096,
-					  .host_inline = true,
-					  .on_submit = on_submit,
-					  .on_complete = on_complete,
-					  .on_bind = on_bind,
-					  .observer_arg = r};
+	r->rem = ve_runtime_remote(r->rt);
+	r->d = ve_runtime_dispatcher(r->rt);
+	r->pool = ve_runtime_pool(r->rt);
 	struct ve_vctx_config vc = {.client_id = 0, .max_ops = 2048};
-	if (ve_dispatcher_create(&dc, &r->d) || ve_vctx_create(&vc, &r->v)) {
-		fail_run(r, "dispatcher / vctx");
+	if (ve_vctx_create(&vc, &r->v)) {
+		fail_run(r, "vctx");
 		goto out;
 	}
 	for (int s = 1; s < r->p.m.nstreams; s++) {
@@ -706,7 +703,7 @@ static bool run_program(struct run *r, uint64_t seed, int ncalls, bool fail_subm
 			r->v, r->p.m.ev[ev].timing ? VE_EVENT_DEFAULT : VE_EVENT_DISABLE_TIMING,
 			&r->eh[ev]))
 			fail_run(r, "event create");
-	if (ve_dispatcher_attach(r->d, r->v, 0, 0)) {
+	if (ve_runtime_attach(r->rt, r->v, 0, 0)) {
 		fail_run(r, "attach");
 		goto out;
 	}
@@ -770,12 +767,12 @@ static bool run_program(struct run *r, uint64_t seed, int ncalls, bool fail_subm
 				 vs.ready_ops);
 	}
 	/* Nothing of ours is at ved any more: the detach says BYE. */
-	ve_dispatcher_detach(r->d, 0);
+	ve_runtime_detach(r->rt, 0);
 out:
 	if (rs)
 		ve_remote_stats(r->rem, rs);
-	ve_dispatcher_destroy(r->d);
-	ve_remote_destroy(r->rem);
+	ve_runtime_destroy(r->rt);
+	r->rt = NULL;
 	if (r->v)
 		ve_vctx_destroy(r->v);
 	r->b->ops->destroy(r->b);
@@ -1330,6 +1327,27 @@ VE_TEST(ved_kill)
 	many("tput", 0x6b11, true);
 }
 
+/* Keys with at least one measured time in a saved profile ("k <key> <ns|->..."). */
+static int profile_measured(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *t = strtok_r(line, " \n", &save);
+		if (!t || strcmp(t, "k") != 0 || !strtok_r(NULL, " \n", &save))
+			continue;
+		bool measured = false;
+		while ((t = strtok_r(NULL, " \n", &save)))
+			measured |= *t >= '0' && *t <= '9';
+		n += measured;
+	}
+	fclose(f);
+	return n;
+}
+
 /* A dispatcher thread over ved: the remote link's helper thread must wake it
  * when a BIND arrives while nothing else runs (a chain of dependent kernels:
  * each waits for the previous one's completion, then for its own BIND). */
@@ -1348,22 +1366,16 @@ VE_TEST(ved_threaded)
 	struct ve_gpu_info gi;
 	b->ops->info(b, &gi);
 	char err[512];
-	struct ve_remote_config rc = {
-	    .socket_path = g_sock, .leaf_sms = gi.leaf_sms, .nleaves = gi.nleaves};
-	struct ve_remote *rem;
-	VE_CHECK_MSG(ve_remote_create(&rc, &rem, err, sizeof(err)) == 0, "%s", err);
-	struct ve_link link;
-	ve_remote_link(rem, &link);
-	struct ve_dispatcher_config dc = {.backend = b, .link = &link, .host_inline = true};
-	struct ve_dispatcher *d;
-	VE_CHECK_EQ(ve_dispatcher_create(&dc, &d), 0);
-	ve_remote_set_notify(rem, ve_dispatcher_notify, d);
+	struct ve_runtime_config rcfg = {.daemon = g_sock, .dispatch = {.host_inline = true}};
+	struct ve_runtime *rt;
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+	VE_CHECK_EQ(ve_runtime_mode(rt), VE_RUNTIME_VED);
+	struct ve_remote *rem = ve_runtime_remote(rt);
 	struct ve_vctx_config vc = {.client_id = 0};
 	struct ve_vctx *vx;
 	VE_CHECK_EQ(ve_vctx_create(&vc, &vx), 0);
-	ve_vctx_set_notify(vx, ve_dispatcher_notify, d);
-	VE_CHECK_EQ(ve_dispatcher_attach(d, vx, 0, 0), 0);
-	VE_CHECK_EQ(ve_dispatcher_start(d), 0);
+	VE_CHECK_EQ(ve_runtime_attach(rt, vx, 0, 0), 0);
+	VE_CHECK_EQ(ve_runtime_start(rt), 0);
 	ve_stream s;
 	VE_CHECK_EQ(ve_vctx_stream_create(vx, VE_STREAM_NON_BLOCKING, 0, &s), 0);
 	int n = VT_SANITIZED ? 300 : 2000;
@@ -1388,10 +1400,20 @@ VE_TEST(ved_threaded)
 	       n, us, (unsigned long long)rs.waiter_wakes, (unsigned long long)rs.doorbells);
 	VE_CHECK_EQ(rs.binds, (uint64_t)n);
 	VE_CHECK_EQ(rs.failovers, 0);
-	ve_dispatcher_stop(d);
-	ve_dispatcher_detach(d, 0);
-	ve_dispatcher_destroy(d);
-	ve_remote_destroy(rem);
+	ve_runtime_stop(rt);
+	/* VE_PROFILE_OUT under ved: the profile ved refined from our
+	 * completions, fetched from ved, not the unused local one. */
+	char prof[300];
+	snprintf(prof, sizeof(prof), "%s/profile.txt", g_dir);
+	VE_CHECK_EQ(ve_runtime_profile_save(rt, prof), 0);
+	VE_CHECK_MSG(profile_measured(prof) > 0, "no measured key in the profile ved sent");
+	unlink(prof);
+	struct ve_runtime_stats st;
+	ve_runtime_stats(rt, &st);
+	VE_CHECK_EQ(strcmp(st.link.where, "ved"), 0);
+	VE_CHECK_EQ(st.link.bindings, (uint64_t)n);
+	ve_runtime_detach(rt, 0);
+	ve_runtime_destroy(rt);
 	ve_vctx_destroy(vx);
 	b->ops->destroy(b);
 	VE_CHECK_EQ(stop_ved(v), 0);
