@@ -17,6 +17,7 @@
  * otherwise.
  */
 #include "../harness.h"
+#include "../unit/ved_helper.h"
 #include "shim_harness.h"
 
 #include "ipc/ctl.h"
@@ -30,19 +31,9 @@ static int stop_ved(void)
 {
 	if (g_ved_pid <= 0)
 		return 0;
-	kill(g_ved_pid, SIGTERM);
-	for (int i = 0; i < 300; i++) {
-		int st;
-		if (waitpid(g_ved_pid, &st, WNOHANG) == g_ved_pid) {
-			g_ved_pid = 0;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		usleep(10000);
-	}
-	kill(g_ved_pid, SIGKILL);
-	waitpid(g_ved_pid, NULL, 0);
+	int rc = vh_stop(g_ved_pid);
 	g_ved_pid = 0;
-	return -1;
+	return rc;
 }
 
 static void at_exit(void)
@@ -54,6 +45,8 @@ static void at_exit(void)
 	rmdir(g_xdg);
 }
 
+/* ved on $XDG_RUNTIME_DIR/vitamin-e/ved-0.sock of a folder of our own: where
+ * the shim looks for it by default. */
 static bool start_ved(void)
 {
 	static bool registered;
@@ -62,39 +55,18 @@ static bool start_ved(void)
 		registered = true;
 	}
 	stop_ved();
-	snprintf(g_ved, sizeof(g_ved), "%s/ved", sh_build);
-	if (access(g_ved, X_OK) != 0)
+	if (!vh_find(sh_build, g_ved, sizeof(g_ved)))
 		return false;
-	/* $TMPDIR unless it is too long for a socket path below it. */
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > 60)
-		tmp = "/tmp";
-	snprintf(g_xdg, sizeof(g_xdg), "%s/ve-test-shim-ved-%d", tmp, (int)getpid());
+	snprintf(g_xdg, sizeof(g_xdg), "%s/ve-test-shim-ved-%d", vh_tmpdir(), (int)getpid());
 	mkdir(g_xdg, 0700);
 	char dir[200];
 	snprintf(dir, sizeof(dir), "%s/vitamin-e", g_xdg);
 	mkdir(dir, 0700);
 	snprintf(g_sock, sizeof(g_sock), "%s/ved-0.sock", dir);
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open("/dev/null", O_WRONLY);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		setenv("VE_VED_CHECK", "1", 1);
-		setenv("VE_VED_POLICY", "tput", 1);
-		execl(g_ved, "ved", "--socket", g_sock, "--config", "/dev/null", (char *)NULL);
-		_exit(127);
-	}
-	g_ved_pid = pid;
-	for (int i = 0; i < 300; i++) {
-		int fd = ve_ctl_connect(g_sock);
-		if (fd >= 0) {
-			close(fd);
-			return true;
-		}
-		usleep(10000);
-	}
-	return false;
+	const char *env[] = {"VE_VED_CHECK=1", "VE_VED_POLICY=tput", NULL};
+	pid_t pid = vh_start(g_ved, g_sock, NULL, env);
+	g_ved_pid = pid > 0 ? pid : 0;
+	return pid > 0;
 }
 
 static union {

@@ -37,6 +37,8 @@
  */
 #include "../harness.h"
 #include "refmodel.h"
+#include "ved_helper.h"
+#include "workload.h"
 
 #include "backend/sim.h"
 #include "core/vctx.h"
@@ -74,7 +76,7 @@
 #define MAX_EVENTS 6
 #define NCLIENTS   8
 
-_Static_assert(MAX_CALLS < RM_MAX_OPS, "one op per call at most");
+_Static_assert(MAX_CALLS <= WL_MAX_CALLS, "calls fit a program");
 
 /* ------------------------------------------------------------------ daemon */
 
@@ -82,33 +84,12 @@ static char g_dir[200], g_sock[256], g_ved[PATH_MAX + 8], g_log[256];
 
 static bool find_ved(void)
 {
-	const char *b = getenv("VE_BUILD");
-	if (b && *b) {
-		snprintf(g_ved, sizeof(g_ved), "%.4000s/ved", b);
-	} else {
-		char exe[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n <= 0)
-			return false;
-		exe[n] = 0;
-		char *s = strrchr(exe, '/');
-		if (s)
-			*s = 0; /* .../tests */
-		s = strrchr(exe, '/');
-		if (s)
-			*s = 0; /* $(BUILD) */
-		snprintf(g_ved, sizeof(g_ved), "%.4000s/ved", exe);
-	}
-	return access(g_ved, X_OK) == 0;
+	return vh_find(NULL, g_ved, sizeof(g_ved));
 }
 
 static void make_dir(void)
 {
-	/* $TMPDIR unless it is too long for a socket path below it. */
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > 60)
-		tmp = "/tmp";
-	snprintf(g_dir, sizeof(g_dir), "%s/ve-test-ved-%d", tmp, (int)getpid());
+	snprintf(g_dir, sizeof(g_dir), "%s/ve-test-ved-%d", vh_tmpdir(), (int)getpid());
 	mkdir(g_dir, 0700);
 	snprintf(g_sock, sizeof(g_sock), "%s/ved-0.sock", g_dir);
 	snprintf(g_log, sizeof(g_log), "%s/ved.log", g_dir);
@@ -152,66 +133,31 @@ static void forget(pid_t pid)
 			g_kids[i] = 0;
 }
 
-/* Starts ved with the given policy; waits for its socket. */
+/* Starts ved with the given policy (and one more "NAME=value"); waits for
+ * its socket. Checks its invariants after every round (VE_VED_CHECK). */
 static pid_t start_ved(const char *policy, const char *extra_env)
 {
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open(g_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		setenv("VE_VED_POLICY", policy, 1);
-		setenv("VE_VED_CHECK", "1", 1);
-		setenv("VE_VED_CLIENT_OPS", "2048", 1);
-		setenv("VE_VED_STATS_INTERVAL", "1", 1);
-		setenv("VE_VED_LOG_LEVEL", getenv("VE_VED_TEST_DEBUG") ? "debug" : "info", 1);
-		setenv("VE_VED_SPIN_US", "20", 1);
-		if (extra_env) {
-			char kv[256];
-			snprintf(kv, sizeof(kv), "%s", extra_env);
-			char *eq = strchr(kv, '=');
-			if (eq) {
-				*eq = 0;
-				setenv(kv, eq + 1, 1);
-			}
-		}
-		execl(g_ved, "ved", "--socket", g_sock, "--config", "/dev/null", (char *)NULL);
-		_exit(127);
-	}
-	g_ved_pid = pid;
-	for (int i = 0; i < 500; i++) {
-		int fd = ve_ctl_connect(g_sock);
-		if (fd >= 0) {
-			close(fd);
-			return pid;
-		}
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return -1;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
+	char pol[128];
+	snprintf(pol, sizeof(pol), "VE_VED_POLICY=%s", policy);
+	const char *env[] = {pol,
+			     "VE_VED_CHECK=1",
+			     "VE_VED_CLIENT_OPS=2048",
+			     "VE_VED_STATS_INTERVAL=1",
+			     getenv("VE_VED_TEST_DEBUG") ? "VE_VED_LOG_LEVEL=debug"
+							 : "VE_VED_LOG_LEVEL=info",
+			     "VE_VED_SPIN_US=20",
+			     extra_env,
+			     NULL};
+	pid_t pid = vh_start(g_ved, g_sock, g_log, env);
+	g_ved_pid = pid > 0 ? pid : 0;
+	return pid;
 }
 
 /* SIGTERM, bounded wait; returns the exit status (or -1 if it had to be killed). */
 static int stop_ved(pid_t pid)
 {
 	g_ved_pid = 0;
-	kill(pid, SIGTERM);
-	for (int i = 0; i < 500; i++) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
+	return vh_stop(pid);
 }
 
 static union {
@@ -301,35 +247,8 @@ static bool all_idle(void)
 
 /* ------------------------------------------------------------------ programs */
 
-enum call_kind { C_WORK, C_RECORD, C_WAIT, C_SQUERY, C_EQUERY };
-enum work_kind { W_KERNEL, W_COOP, W_COPY, W_MEMSET, W_HOST };
-
-struct shape {
-	uint32_t grid, threads, min_sms;
-};
-static const struct shape kshapes[] = {
-    {1, 128, 0}, {16, 256, 0}, {132, 256, 0}, {528, 256, 0}, {1056, 128, 0}, {4096, 256, 0},
-};
-static const struct shape cshapes[] = {{128, 256, 16}, {256, 256, 32}};
-
-struct call {
-	uint8_t kind, sub, shape;
-	int16_t s, e, op;
-	rm_set req;
-};
-
-struct prog {
-	struct rm_model m;
-	struct call c[MAX_CALLS];
-	int ncalls;
-	int8_t sprio[RM_MAX_STREAMS];
-	uint64_t skey[RM_MAX_STREAMS];
-	uint8_t wk[RM_MAX_OPS], shp[RM_MAX_OPS];
-	rm_set ext;
-};
-
 struct run {
-	struct prog p;
+	struct wl_prog p;
 	struct ve_vctx *v;
 	struct ve_runtime *rt;
 	struct ve_remote *rem; /* the runtime's ved client, for its statistics */
@@ -349,10 +268,7 @@ struct run {
 
 static struct run g_run;
 
-static uint32_t rnd(uint64_t *r, uint32_t n)
-{
-	return n ? (uint32_t)(((ve_test_rand(r) >> 32) * (uint64_t)n) >> 32) : 0;
-}
+#define rnd wl_rnd
 
 static void fail_run(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -367,116 +283,19 @@ static void fail_run(struct run *r, const char *fmt, ...)
 	r->failed = true;
 }
 
-static int pick_stream(struct prog *p, uint64_t *r, int legacy_pct)
-{
-	if ((int)rnd(r, 100) < legacy_pct || p->m.nstreams == 1)
-		return 0;
-	return 1 + (int)rnd(r, (uint32_t)p->m.nstreams - 1);
-}
+static const struct wl_mix mix = {.kernel = 45, .coop = 52, .copy = 70, .memset = 82};
 
-static void gen_prog(struct prog *p, uint64_t *r, int ncalls)
+static void gen_prog(struct wl_prog *p, uint64_t *r, int ncalls)
 {
-	struct rm_model *m = &p->m;
-	memset(p, 0, sizeof(*p));
-	rm_init(m);
-	for (int i = (int)rnd(r, 4); i >= 0; i--) {
-		int s = rm_stream_create(m, rnd(r, 3) == 0);
-		p->sprio[s] = (int8_t) - (int)rnd(r, 3);
-	}
-	if (rnd(r, 2))
-		rm_stream_per_thread(m, 0x100);
-	for (int s = 1; s < m->nstreams; s++)
-		p->skey[s] = m->st[s].thread_key;
-	for (int i = 1 + (int)rnd(r, MAX_EVENTS - 1); i > 0; i--)
-		rm_event_create(m, rnd(r, 3) != 0);
-	int legacy_pct = (int)rnd(r, 30);
-	while (p->ncalls < ncalls) {
-		struct call *c = &p->c[p->ncalls];
-		memset(c, 0, sizeof(*c));
-		c->s = (int16_t)pick_stream(p, r, legacy_pct);
-		c->e = (int16_t)rnd(r, (uint32_t)m->nevents);
-		c->op = RM_NONE;
-		uint32_t x = rnd(r, 100);
-		if (x < 62) {
-			uint32_t w = rnd(r, 100);
-			c->kind = C_WORK;
-			c->sub = w < 45	  ? W_KERNEL
-				 : w < 52 ? W_COOP
-				 : w < 70 ? W_COPY
-				 : w < 82 ? W_MEMSET
-					  : W_HOST;
-			c->shape = (uint8_t)(c->sub == W_COOP ? rnd(r, VE_ARRAY_SIZE(cshapes))
-							      : rnd(r, VE_ARRAY_SIZE(kshapes)));
-			c->op = (int16_t)rm_work(m, c->s);
-			rm_set_add(&p->ext, c->op);
-			p->wk[c->op] = c->sub;
-			p->shp[c->op] = c->shape;
-		} else if (x < 76) {
-			c->kind = C_RECORD;
-			c->op = (int16_t)rm_event_record(m, c->e, c->s);
-			if (m->op[c->op].external) {
-				rm_set_add(&p->ext, c->op);
-				p->wk[c->op] = 0xff;
-			}
-		} else if (x < 90) {
-			c->kind = C_WAIT;
-			c->op = (int16_t)rm_stream_wait_event(m, c->s, c->e);
-		} else if (x < 95) {
-			c->kind = C_SQUERY;
-			rm_required_stream(m, c->s, &c->req);
-		} else {
-			c->kind = C_EQUERY;
-			rm_required_event(m, c->e, &c->req);
-		}
-		p->ncalls++;
-	}
+	wl_prog_init(p, r, 0x100, MAX_EVENTS);
+	wl_prog_calls(p, r, ncalls, &mix, true);
 }
 
 static void host_fn(void *arg);
 
-static void build_desc(const struct prog *p, int op, struct ve_desc *d)
+static void build_desc(const struct wl_prog *p, int op, struct ve_desc *d)
 {
-	memset(d, 0, sizeof(*d));
-	uint64_t code = (uint64_t)op + 1;
-	switch (p->wk[op]) {
-	case W_KERNEL:
-	case W_COOP: {
-		const struct shape *sp =
-		    p->wk[op] == W_COOP ? &cshapes[p->shp[op]] : &kshapes[p->shp[op]];
-		d->kind = VE_OP_KERNEL;
-		d->u.k.fn = 0x1000 + p->shp[op] + (p->wk[op] == W_COOP ? 100 : 0);
-		d->u.k.name_id = code;
-		d->u.k.grid = (struct ve_dim3){sp->grid, 1, 1};
-		d->u.k.block = (struct ve_dim3){sp->threads, 1, 1};
-		if (p->wk[op] == W_COOP) {
-			d->flags |= VE_DESC_COOPERATIVE;
-			d->u.k.min_sms = sp->min_sms;
-			d->u.k.blocks_per_sm = 8;
-		}
-		break;
-	}
-	case W_COPY:
-		d->kind = VE_OP_MEMCPY;
-		d->u.cp.dst = 0x100000;
-		d->u.cp.src = code;
-		d->u.cp.bytes = 4096ull << (op % 6);
-		d->u.cp.dir = 1;
-		break;
-	case W_MEMSET:
-		d->kind = VE_OP_MEMSET;
-		d->u.ms.dst = 0x200000;
-		d->u.ms.value = code;
-		d->u.ms.width = 1024;
-		d->u.ms.height = 1;
-		d->u.ms.pitch = 1024;
-		d->u.ms.elem_size = 4;
-		break;
-	default:
-		d->kind = VE_OP_HOST_FN;
-		d->u.host.fn = host_fn;
-		d->u.host.arg = (void *)(uintptr_t)code;
-		break;
-	}
+	wl_build_desc(p->wk[op], p->shp[op], (uint64_t)op + 1, op, host_fn, d);
 }
 
 static int op_of_desc(struct run *r, const struct ve_desc *d)
@@ -566,7 +385,7 @@ static void on_bind(void *arg, const struct ve_binding *b, uint32_t lane)
 		fail_run(r, "op%d bound to entry %u, submitted on lane %#x", op, b->entry, lane);
 		return;
 	}
-	uint32_t need = r->p.wk[op] == W_COOP ? cshapes[r->p.shp[op]].min_sms : 1;
+	uint32_t need = r->p.wk[op] == W_COOP ? wl_cshapes[r->p.shp[op]].min_sms : 1;
 	if (r->pool->e[b->entry].sms < need)
 		fail_run(r, "op%d needs %u SMs, bound to entry %u of %u", op, need, b->entry,
 			 r->pool->e[b->entry].sms);
@@ -593,7 +412,7 @@ static void on_complete(void *arg, uint32_t client, ve_tok tok, uint32_t lane, i
 	rm_set_add(&r->done, op);
 }
 
-static void check_query(struct run *r, const struct call *c, int rc)
+static void check_query(struct run *r, const struct wl_call *c, int rc)
 {
 	int miss = first_missing(r, &c->req);
 	r->queries++;
@@ -607,7 +426,7 @@ static void check_query(struct run *r, const struct call *c, int rc)
 
 static void issue(struct run *r)
 {
-	const struct call *c = &r->p.c[r->pc++];
+	const struct wl_call *c = &r->p.c[r->pc++];
 	int rc = 0;
 	switch (c->kind) {
 	case C_WORK: {
