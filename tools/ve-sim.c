@@ -105,7 +105,7 @@ struct scenario {
 	uint32_t nj;
 	uint32_t max_entries;
 	char policies[256]; /* default --policies for this scenario */
-	uint32_t window;    /* pipelining window K (DESIGN.md section 7) */
+	uint32_t window;    /* pipelining window K (docs/architecture.md, "Dispatch") */
 	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
 };
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Vitamin-E policy ABI (paper section 4.5, DESIGN.md section 8).
+ * Vitamin-E policy ABI (paper section 4.5, docs/policies.md).
  *
  * A policy is a versioned, const table of callbacks. It sees a read-only view
  * of the ready operations and the pool and proposes; the coordinator

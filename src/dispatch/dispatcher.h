@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The client-side dispatcher (paper section 4.4, DESIGN.md section 7): moves
+ * The client-side dispatcher (paper section 4.4, docs/architecture.md,
+ * "Dispatch"): moves
  * ready ops from vctxs to where they run, submits bindings, and propagates
  * completions.
  *

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Wire format between a client and the coordinator (DESIGN.md section 10,
- * docs/ipc.md).
+ * Wire format between a client and the coordinator (docs/ipc.md).
  *
  * A per-client shared segment holds one struct ve_ipc_hdr and two SPSC rings
  * of 64-byte struct ve_rec (ring.h): client->coordinator (READY, DONE,
@@ -144,7 +143,7 @@ struct ve_rec_hint {
 	uint16_t rsvd1;
 };
 
-/* PIPED: bounded pipelining (DESIGN.md section 7). The client submitted op
+/* PIPED: bounded pipelining (docs/architecture.md, "Dispatch"). The client submitted op
  * 'tok' on 'entry' right behind one of its own ops still in flight there
  * (bound by ved, its DONE not yet sent: ved processes this record first, so
  * the entry is still this client's). ved counts it as bound there; its DONE

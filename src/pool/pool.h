@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The bounded hierarchical pool of physical contexts (paper section 4.3,
- * DESIGN.md section 6).
+ * docs/architecture.md, "Pool").
  *
  * Leaves are the minimum units of ONE backend split (H200: 15 x 8 SMs + a
  * 12-SM remainder). Internal nodes of a binary tree over the leaves cover the

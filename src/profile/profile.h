@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Scaling profiles (paper section 5, DESIGN.md section 9): T(key, m), the
+ * Scaling profiles (paper section 5, docs/profiles.md): T(key, m), the
  * exclusive run time of a recurring launch configuration on m SMs, for every
  * distinct pool entry size.
  *

@@ -139,7 +139,7 @@ int ve_runtime_create(const struct ve_runtime_config *cfg, struct ve_backend *b,
 	dc.trace = rt->trace;
 	rc = ve_dispatcher_create(&dc, &rt->d);
 	if (rc) {
-		snprintf(err, errlen, "cannot pre-create the pool (%s)", strerror(-rc));
+		snprintf(err, errlen, VE_RUNTIME_POOL_ERR " (%s)", strerror(-rc));
 		goto fail;
 	}
 	*out = rt;

@@ -84,7 +84,11 @@ enum ve_runtime_mode ve_runtime_choose(const struct ve_runtime_config *cfg, char
 
 /* Builds the stack on backend b (pool entries and lanes are created now, never
  * on the dispatch path) and logs the placement. -ECANCELED if cfg chooses
- * pass-through (nothing to build); other errors with err filled in. */
+ * pass-through (nothing to build); other errors with err filled in: the
+ * coordinator's message for a bad configuration (policy, profile, pool
+ * bound), or one starting with VE_RUNTIME_POOL_ERR when the backend could
+ * not create the pool's entries and lanes. */
+#define VE_RUNTIME_POOL_ERR "cannot pre-create the pool"
 int ve_runtime_create(const struct ve_runtime_config *cfg, struct ve_backend *b,
 		      struct ve_runtime **out, char *err, size_t errlen);
 /* Stops the dispatcher thread if running, frees the dispatcher, the link (an

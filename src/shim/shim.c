@@ -203,7 +203,7 @@ static int start_runtime(struct ve_shim *S)
 	uint64_t t0 = ve__now_ns();
 	rc = ve_runtime_create(&rcfg, S->backend, &S->rt, err, sizeof(err));
 	if (rc) {
-		if (rc == -ENOMEM || strncmp(err, "cannot pre-create", 17) == 0)
+		if (!err[0] || strncmp(err, VE_RUNTIME_POOL_ERR, strlen(VE_RUNTIME_POOL_ERR)) == 0)
 			VE_WARN("%s", err[0] ? err : strerror(-rc));
 		else
 			VE_ERR("VE_POLICY/VE_PROFILE/VE_POOL_ENTRIES: %s", err);
@@ -211,14 +211,15 @@ static int start_runtime(struct ve_shim *S)
 	}
 	struct ve_cuda_pool_stats ps;
 	ve_cuda_backend_pool_stats(S->backend, &ps);
+	/* The link belongs to the dispatcher's thread once it runs: ask first. */
+	struct ve_link_info li;
+	ve_link_info(ve_runtime_link(S->rt), &li);
 	rc = ve_runtime_attach(S->rt, S->v, 0, S->cfg.latency ? VE_READY_LATENCY : 0);
 	if (rc)
 		return rc;
 	rc = ve_runtime_start(S->rt);
 	if (rc)
 		return rc;
-	struct ve_link_info li;
-	ve_link_info(ve_runtime_link(S->rt), &li);
 	VE_INFO("active on %s: %u SMs, %u leaves, %u pool entries (%u streams) created in %.1f ms, "
 		"%.0f MiB device memory; policy %s",
 		gi.name, gi.sm_count, gi.nleaves, ve_runtime_pool(S->rt)->nentries, ps.streams,

@@ -115,7 +115,7 @@ CUresult ve__cu_error(int rc);
 /* Sticky device error of the vctx as the CUresult the app should see. */
 CUresult ve__sticky(void);
 
-/* ---- barrier pass-through (DESIGN.md section 4) ---- */
+/* ---- barrier pass-through (docs/semantics.md, "The table": O) ---- */
 /* Waits until the logical work before this point on t's stream is done. */
 CUresult ve__barrier_begin(const struct ve_target *t);
 /* After the real call was enqueued on t->real: later logical work on the

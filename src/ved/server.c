@@ -388,7 +388,7 @@ static int apply_failed(struct ve_serve *s, uint32_t id, const struct ve_rec_sub
 }
 
 /* PIPED: the client put an op behind one of its ops still bound on the
- * entry (DESIGN.md section 7; its DONE comes after this record on the same
+ * entry (docs/architecture.md, "Dispatch"; its DONE comes after this record on the same
  * ring, so the entry is still this client's). Count it as bound there. */
 static int apply_piped(struct ve_serve *s, uint32_t id, const struct ve_rec_piped *r)
 {
