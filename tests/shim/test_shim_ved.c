@@ -220,7 +220,15 @@ VE_TEST(shim_ved_dies)
 	NEED_VED();
 	pid_t killer = fork();
 	if (killer == 0) {
-		usleep(150000);
+		/* Once the program is ved's client (a slow start under a sanitizer
+		 * must not find ved dead already), and a little after. */
+		for (int i = 0; i < 1000; i++) {
+			const struct ve_ctl_status *st = status();
+			if (st && st->nclients > 0)
+				break;
+			usleep(10000);
+		}
+		usleep(50000);
 		kill(g_ved_pid, SIGKILL);
 		_exit(0);
 	}
