@@ -3,6 +3,7 @@
 #   make run        run ve-sim on its embedded default scenario
 #   make test       build and run the tests of this build
 #   make check      test + AddressSanitizer/UBSan + ThreadSanitizer builds (what CI runs)
+#   make layering   the layer order of src/ over #include edges (tests/layering.sh)
 #   make bench      CPU benchmarks, results under bench/results/
 # Variables: BUILD=dir (default build), SAN=address,undefined|thread, CC, CUDA_HOME, OPT.
 
@@ -28,13 +29,17 @@ endif
 
 HAVE_CUDA_H := $(wildcard $(CUDA_HOME)/include/cuda.h)
 
-CORE_SRC := $(wildcard src/util/*.c src/core/*.c src/pool/*.c src/dispatch/*.c src/policy/*.c \
-                       src/profile/*.c src/ipc/*.c src/backend/sim*.c)
+# The daemon's own sources (its main and config file) build the ved binary;
+# everything else under src/, but for the CUDA parts, is the library.
+DAEMON_SRC := $(wildcard src/ved/ved.c src/ved/config.c)
+CORE_SRC := $(filter-out $(DAEMON_SRC),$(wildcard src/util/*.c src/core/*.c src/pool/*.c \
+                       src/profile/*.c src/policy/*.c src/coord/*.c src/dispatch/*.c src/ipc/*.c \
+                       src/ved/*.c src/runtime/*.c src/backend/sim*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libvecore.a
 
 TOOLS    := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
-DAEMON   := $(if $(wildcard src/daemon/*.c),$(BUILD)/ved)
+DAEMON   := $(if $(DAEMON_SRC),$(BUILD)/ved)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -58,7 +63,7 @@ endif
 
 ALL := $(LIB) $(TOOLS) $(DAEMON) $(SHIM_LIB) $(FAKE_LIB)
 
-.PHONY: all run test check bench clean format fuzz
+.PHONY: all run test check bench clean format fuzz layering
 # Keep objects of chained rules (tests, tools): no rebuilds, no "rm" noise.
 .SECONDARY:
 all: $(ALL)
@@ -74,7 +79,7 @@ $(LIB): $(CORE_OBJ)
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/ved: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/daemon/*.c)) $(LIB)
+$(BUILD)/ved: $(patsubst %.c,$(BUILD)/obj/%.o,$(DAEMON_SRC)) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
@@ -101,15 +106,39 @@ $(BUILD)/tests/prog_%: $(BUILD)/obj/tests/shim/prog_%.o $(FAKE_LIB)
 	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
 
 # Harness tests that drive the CUDA backend directly (against the fake driver).
-CUDA_BACKEND_OBJ := $(BUILD)/obj/src/backend/cuda.o $(BUILD)/obj/src/shim/real.o \
-                    $(BUILD)/obj/src/shim/real_ptsz.o
+CUDA_BACKEND_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/backend/cuda*.c))
 
 $(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(CUDA_BACKEND_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 endif
 
-TEST_BINS := $(UNIT_BIN) $(SHIMT_BIN)
+# Checks of the tree itself, run once (in the plain build): the layer order
+# of the sources (tests/layering.sh) and public headers that compile alone
+# (tests/public_headers.sh). Each runs through a wrapper in the build's test
+# folder, so the runner counts it like any test binary.
+TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers)
+
+$(BUILD)/tests/test_layering: tests/layering.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/layering.sh"\n' "$(CURDIR)" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_public_headers: tests/public_headers.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/public_headers.sh" "%s"\n' "$(CURDIR)" "$(CURDIR)" >$@ && chmod +x $@
+
+# An external policy built from include/ alone (no -Isrc), which
+# test_policy_ext loads with VE_POLICY=path.so.
+$(BUILD)/tests/ext_policy.so: tests/policy/ext_policy.c include/ve/ve_policy.h include/ve/ve_pool.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -Iinclude $< -o $@
+
+$(BUILD)/tests/test_policy_ext: | $(BUILD)/tests/ext_policy.so
+
+layering:
+	@tests/layering.sh
+
+TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN)
 
 test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(BENCH_BIN)
 	@VE_BUILD=$(BUILD) tests/run.sh --label "$(if $(SAN),[$(SAN)],[plain])" $(TEST_RUN_ARGS) $(TEST_BINS)

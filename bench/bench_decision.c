@@ -3,7 +3,7 @@
  * Decision cost of the coordinator: how long ve_coord_schedule() takes per
  * binding and per round, under each built-in policy.
  *
- * Setup (DESIGN.md section 8, paper Algorithm 1): the H200 pool (15 x 8 SMs
+ * Setup (docs/policies.md, paper Algorithm 1): the H200 pool (15 x 8 SMs
  * + 12, 59 entries), 16 clients with 64 ready ops each (1024 ready ops),
  * profiles for five kernel shapes that scale differently, set at every pool
  * size as ve-profile would measure them:
@@ -31,7 +31,7 @@
  * (tput_4_ready_ops).
  */
 #include "core/desc.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "util/util.h"

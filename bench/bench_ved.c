@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ved's record path, end to end: a running ved (policy tput) and clients that
- * talk to it through the remote link (src/dispatch/remote.c), i.e. the same
+ * talk to it through the remote link (src/ved/client.c), i.e. the same
  * records, rings, doorbells and daemon loop a process under the shim uses,
  * without a GPU (the client side stops at the link: no dispatcher, no
  * backend).
@@ -22,7 +22,7 @@
  */
 #include "backend/sim.h"
 #include "dispatch/link.h"
-#include "dispatch/remote.h"
+#include "ved/client.h"
 #include "ipc/ctl.h"
 #include "util/futex.h"
 #include "util/util.h"

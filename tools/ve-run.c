@@ -9,7 +9,7 @@
  * one to one onto environment variables (docs/configuration.md); a variable
  * already set in the environment is kept unless an option overrides it.
  */
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 
 #include <errno.h>
 #include <limits.h>

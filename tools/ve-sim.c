@@ -16,9 +16,8 @@
  */
 #include "backend/sim.h"
 #include "core/vctx.h"
-#include "dispatch/coord.h"
-#include "dispatch/dispatcher.h"
 #include "dispatch/trace.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -106,7 +105,7 @@ struct scenario {
 	uint32_t nj;
 	uint32_t max_entries;
 	char policies[256]; /* default --policies for this scenario */
-	uint32_t window;    /* pipelining window K (DESIGN.md section 7) */
+	uint32_t window;    /* pipelining window K (docs/architecture.md, "Dispatch") */
 	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
 };
 
@@ -578,7 +577,7 @@ struct run_result {
 struct sim_ctx {
 	const struct scenario *sc;
 	struct ve_backend *b;
-	struct ve_coord *coord;
+	struct ve_runtime *rt;
 	struct ve_dispatcher *d;
 	struct job_rt jobs[MAX_JOBS];
 	uint32_t njobs;
@@ -893,32 +892,26 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	struct ve_gpu_info gi;
 	x.b->ops->info(x.b, &gi);
 	char err[256];
-	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
-				     .nleaves = gi.nleaves,
-				     .max_entries = sc->max_entries,
-				     .max_clients = MAX_JOBS,
-				     .policy = policy,
-				     .seed = seed};
-	rc = ve_coord_create(&cc, &x.coord, err, sizeof(err));
+	struct ve_runtime_config rcfg = {.daemon = "0", /* one process: the embedded coordinator */
+				       .policy = policy,
+				       .pool_entries = sc->max_entries,
+				       .max_clients = MAX_JOBS,
+				       .seed = seed,
+				       .trace = trace_path != NULL,
+				       .dispatch = {.host_inline = true,
+						    .window = sc->window,
+						    .pipe_budget = sc->pipe_budget}};
+	rc = ve_runtime_create(&rcfg, x.b, &x.rt, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "ve-sim: policy %s: %s\n", policy, err);
 		x.b->ops->destroy(x.b);
 		return rc;
 	}
-	struct ve_trace *tr = NULL;
-	if (trace_path && ve_trace_create(0, &tr))
-		tr = NULL;
-	struct ve_dispatcher_config dc = {.backend = x.b, .coord = x.coord, .host_inline = true,
-					  .trace = tr, .window = sc->window,
-					  .pipe_budget = sc->pipe_budget};
-	rc = ve_dispatcher_create(&dc, &x.d);
-	if (rc) {
-		fprintf(stderr, "ve-sim: dispatcher: %s\n", strerror(-rc));
-		goto out;
-	}
+	x.d = ve_runtime_dispatcher(x.rt);
+	struct ve_trace *tr = ve_runtime_trace(x.rt);
 	/* Offline profiles: exact model times at every pool size (what
 	 * ve-profile measures on a real GPU). */
-	const struct ve_pool *pool = ve_coord_pool(x.coord);
+	const struct ve_pool *pool = ve_runtime_pool(x.rt);
 	if (use_profile) {
 		for (uint32_t k = 0; k < sc->nk; k++) {
 			uint32_t maxb = sc->k[k].per_req ? 64 : 1;
@@ -928,7 +921,7 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 				for (uint32_t e = 0; e < pool->nentries; e++) {
 					uint64_t ns;
 					if (ve_sim_predict(x.b, VE_LANE(e, 0), &d, &ns, NULL) == 0)
-						ve_profile_set(ve_coord_profile(x.coord), d.key,
+						ve_profile_set(ve_coord_profile(ve_runtime_coord(x.rt)), d.key,
 							       pool->e[e].sms, (double)ns);
 				}
 			}
@@ -947,7 +940,7 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 			goto out;
 		for (int k = 0; k < 8; k++)
 			ve_vctx_stream_create(j->v, VE_STREAM_NON_BLOCKING, 0, &j->s[k]);
-		ve_dispatcher_attach(x.d, j->v, j->client, j->def->latency ? VE_READY_LATENCY : 0);
+		ve_runtime_attach(x.rt, j->v, j->client, j->def->latency ? VE_READY_LATENCY : 0);
 		if (tr)
 			ve_trace_set_client_name(tr, j->client, j->def->name);
 		gen_arrivals(j, horizon, seed);
@@ -1016,12 +1009,13 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	ve_sim_stats(x.b, &ss);
 	res->util = ss.sm_busy_ns / ((double)sc->sm_count * (double)ss.now_ns);
 	res->bw_util = ss.bw_busy_ns / (double)ss.now_ns;
-	struct ve_coord_stats cs;
-	ve_coord_stats(x.coord, &cs);
-	res->bindings = cs.bindings;
-	res->decide_us_per_binding = cs.bindings ? (double)cs.decide_ns / 1e3 / (double)cs.bindings : 0;
+	struct ve_runtime_stats rs;
+	ve_runtime_stats(x.rt, &rs);
+	res->bindings = rs.link.bindings;
+	res->decide_us_per_binding =
+	    rs.link.bindings ? (double)rs.link.decide_ns / 1e3 / (double)rs.link.bindings : 0;
 	if (tr) {
-		rc = ve_trace_write(tr, trace_path);
+		rc = ve_runtime_trace_write(x.rt, trace_path);
 		if (rc)
 			fprintf(stderr, "ve-sim: cannot write trace %s: %s\n", trace_path,
 				strerror(-rc));
@@ -1031,7 +1025,7 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	}
 	rc = 0;
 out:
-	ve_dispatcher_destroy(x.d);
+	ve_runtime_destroy(x.rt); /* dispatcher, coordinator, trace */
 	for (uint32_t i = 0; i < x.njobs; i++) {
 		struct job_rt *j = &x.jobs[i];
 		ve_vctx_destroy(j->v);
@@ -1041,8 +1035,6 @@ out:
 		free(j->tpot.v);
 		free(j->ttft.v);
 	}
-	ve_trace_destroy(tr);
-	ve_coord_destroy(x.coord);
 	x.b->ops->destroy(x.b);
 	return rc;
 }

@@ -30,7 +30,7 @@ part_build() {
 	gcc -O2 -std=c11 -I/usr/local/cuda/include bench/gpu/launch_overhead.c \
 		-L/usr/local/cuda/lib64/stubs -lcuda -o $B/launch_overhead >> "$OUTDIR/logs/build.log" 2>&1
 	gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include \
-		tests/gpu/gpu_backend_check.c src/backend/cuda.c src/shim/real.c src/shim/real_ptsz.c \
+		tests/gpu/gpu_backend_check.c src/backend/cuda.c src/backend/cuda_driver.c src/backend/cuda_driver_ptsz.c \
 		src/pool/pool.c src/util/log.c -o $B/gpu_backend_check -pthread -ldl -lm -lrt \
 		>> "$OUTDIR/logs/build.log" 2>&1
 	if [ -x tests/gpu/build.sh ]; then

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Vitamin-E policy ABI (paper section 4.5, DESIGN.md section 8).
+ * Vitamin-E policy ABI (paper section 4.5, docs/policies.md).
  *
  * A policy is a versioned, const table of callbacks. It sees a read-only view
  * of the ready operations and the pool and proposes; the coordinator
@@ -29,6 +29,10 @@
 #include <stdint.h>
 
 #include "ve/ve_pool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define VE_POLICY_ABI_VERSION 2 /* 2 adds grant(); policies built for 1 still load */
 #define VE_POLICY_MAX_CLIENTS 64
@@ -201,4 +205,19 @@ struct ve_policy_ops {
 /* Entry point an external policy .so exports. */
 typedef const struct ve_policy_ops *(*ve_policy_entry_fn)(void);
 
+/* The ABI: these layouts are what external policies were compiled against. */
+#ifdef __cplusplus
+#define VE__POLICY_ASSERT static_assert
+#else
+#define VE__POLICY_ASSERT _Static_assert
+#endif
+VE__POLICY_ASSERT(sizeof(struct ve_ready_op) == 80, "ready op layout (policy ABI)");
+VE__POLICY_ASSERT(sizeof(struct ve_client_view) == 32, "client view layout (policy ABI)");
+VE__POLICY_ASSERT(sizeof(struct ve_hint) == 48, "hint layout (policy ABI)");
+VE__POLICY_ASSERT(sizeof(struct ve_plan) == 76, "plan layout (policy ABI)");
+#undef VE__POLICY_ASSERT
+
+#ifdef __cplusplus
+}
+#endif
 #endif

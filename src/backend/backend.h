@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Backend contract (DESIGN.md section 11): what the dispatcher needs from a
+ * Backend contract (docs/architecture.md, "CUDA backend", "Simulated GPU"): what the dispatcher needs from a
  * GPU. Two implementations: cuda.c (green contexts, driver API resolved at
  * run time) and sim.c (a modelled GPU in virtual time). A versioned ops table
  * in the style of SQLite's VFS: new members go at the end and bump

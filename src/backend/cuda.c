@@ -46,7 +46,7 @@
  */
 #include "backend/cuda.h"
 #include "backend/cuda_desc.h"
-#include "shim/real.h"
+#include "backend/cuda_driver.h"
 #include "util/util.h"
 
 #include <errno.h>

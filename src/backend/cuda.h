@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CUDA backend (DESIGN.md section 11): pool entries are green contexts over
+ * CUDA backend (docs/architecture.md, "CUDA backend"): pool entries are green contexts over
  * the leaves of ONE cuDevSmResourceSplitByCount call, lanes are streams, and
  * completions come from a per-lane sequence counter that each lane writes
  * into host-mapped memory after every op (cuStreamWriteValue64), or from
  * events where the device cannot do that. Every driver call goes through the
- * table of real entry points (shim/real.h), never through a symbol the shim
+ * table of real entry points (cuda_driver.h), never through a symbol the shim
  * overrides.
  *
  * Leaves. info() reports the groups of one split with minCount =
@@ -13,7 +13,8 @@
  * as the last leaf when it has SMs (H200: 15 x 8 + 12). Any union of them can
  * form one green context (cuDevResourceGenerateDesc takes any outputs of one
  * split), so a leaf mask names the same SMs for the life of the backend, and,
- * as measured on the H200, in every process (shared/notes/gpu-facts.md).
+ * as measured on the H200, in every process (docs/architecture.md, "GPU facts
+ * the code relies on").
  *
  * Descriptors are executed unchanged (see cuda_desc.h for copies/memsets):
  *   kernel        cuLaunchKernel (kernelParams into the payload's param bytes,

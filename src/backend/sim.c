@@ -5,7 +5,7 @@
  * SMs and entries. SMs have ids 0..sm_count-1; leaf i owns the next
  * leaf_sms[i] ids in order (leaf 0 = SMs 0..7 on the default H200 split).
  * These are logical ids: on the real H200 a leaf is a set of TPC pairs spread
- * over GPCs (shared/notes/gpu-facts.md), which does not matter to a model in
+ * over GPCs (docs/architecture.md, "GPU facts the code relies on"), which does not matter to a model in
  * which SMs are interchangeable. An entry's SM set S is the union of its
  * leaves; its lanes are FIFO queues. Copy lanes have no SMs.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Simulated GPU backend (DESIGN.md section 11): a modelled GPU in virtual
+ * Simulated GPU backend (docs/architecture.md, "Simulated GPU"): a modelled GPU in virtual
  * time for the unit tests of the dispatcher and for ve-sim. The model itself
  * (SM sets, waves, processor sharing of SMs, one memory bandwidth shared by
  * max-min fairness, copy engines) is described at the top of sim.c and in

@@ -48,6 +48,12 @@ enum ve_op_class {
 #define VE_DESC_LATENCY	      (1u << 5) /* latency-class op (decode): policy input */
 #define VE_DESC_FN_IS_KERNEL  (1u << 6) /* fn is a CUkernel (library), not a CUfunction */
 #define VE_DESC_PARAMS_EXTRA  (1u << 7) /* params came from the 'extra' buffer form */
+/* VE_OP_CALL polled on the host instead of submitted: fn(0, payload, len)
+ * runs once per dispatcher pass until it returns something other than
+ * -EBUSY (0 = done, else the op's error). For waits on work outside the
+ * vctx (a pass-through call): a GPU-side wait would block its lane, and
+ * with it unrelated streams queued behind on that lane. */
+#define VE_DESC_HOST_POLL     (1u << 8)
 
 /* Limits. A descriptor beyond them is refused with -E2BIG. */
 #define VE_DESC_MAX_PAYLOAD (64u * 1024u)
@@ -145,6 +151,8 @@ static inline enum ve_op_class ve_desc_class(const struct ve_desc *d)
 	case VE_OP_EVENT_RECORD:
 		return (d->flags & VE_DESC_TIMED) ? VE_CLASS_COPY : VE_CLASS_INLINE;
 	case VE_OP_CALL:
+		if (d->flags & VE_DESC_HOST_POLL)
+			return VE_CLASS_HOST;
 		return (d->flags & VE_DESC_CALL_COMPUTE) ? VE_CLASS_COMPUTE : VE_CLASS_COPY;
 	default:
 		return VE_CLASS_INLINE;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Completion tokens (paper section 4.2, DESIGN.md section 4).
+ * Completion tokens (paper section 4.2, docs/semantics.md).
  *
  * A token names one logical operation's completion. Tokens are small integers:
  * a slot index in a fixed table plus the slot's generation, so a handle held by

@@ -112,7 +112,7 @@ struct ve_vctx {
 	uint64_t next_generation;
 
 	uint32_t ready_head, ready_tail, nready;
-	uint32_t pipe_head, pipe_tail, npipe; /* pipeline candidates (DESIGN.md section 7) */
+	uint32_t pipe_head, pipe_tail, npipe; /* pipeline candidates (docs/architecture.md, "Dispatch") */
 	uint64_t next_seq;
 	int error;
 
@@ -460,7 +460,7 @@ static void ready_push_tail(struct ve_vctx *v, uint32_t slot)
 	v->nready++;
 }
 
-/* Pipelining (DESIGN.md section 7): an op whose only unsatisfied predecessor
+/* Pipelining (docs/architecture.md, "Dispatch"): an op whose only unsatisfied predecessor
  * is already on a backend lane may be submitted right behind it on that
  * lane; FIFO lane order then gives the edge. Candidates are only offered:
  * the dispatcher claims one with ve_vctx_pipeline_claim, re-checked under

@@ -2,7 +2,7 @@
 /*
  * The virtual context (vctx): everything the application can see of one
  * CUDA context, kept independent of physical contexts (paper section 4.2,
- * DESIGN.md section 4, docs/semantics.md for every rule and its source).
+ * docs/semantics.md for every rule and its source).
  *
  *  - streams are token chains: a new op depends on the stream's tail and
  *    becomes the tail; an empty stream's tail is satisfied;
@@ -209,7 +209,7 @@ const struct ve_desc *ve_vctx_desc(struct ve_vctx *v, ve_tok t);
 /* The op was handed to a backend lane (kept for dumps and pipelining). */
 int ve_vctx_dispatched(struct ve_vctx *v, ve_tok t, uint32_t lane);
 /* Pipelining candidates: ops whose only unsatisfied predecessor is on a lane
- * (DESIGN.md section 7). Popping only offers them; claim re-checks and, on
+ * (docs/architecture.md, "Dispatch"). Popping only offers them; claim re-checks and, on
  * success, marks the op dispatched on the predecessor's lane (submit it there
  * next); unclaim undoes a claim whose submission failed. */
 struct ve_pipe_info {

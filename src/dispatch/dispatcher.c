@@ -40,6 +40,7 @@ struct inflight {
 	uint8_t in_use;
 	uint8_t piped;
 	uint8_t granted; /* bound here to the client's grant: the coordinator counts no op */
+	uint8_t solo;	 /* reported by a marker of its own: its time is its own */
 };
 
 /* What the dispatcher knows of one backend lane. */
@@ -161,6 +162,13 @@ struct ve_dispatcher {
 	_Atomic uint32_t host_busy;
 	bool host_stop;
 
+	/* host-polled calls (VE_DESC_HOST_POLL) */
+	struct polled {
+		struct ve_vctx *v;
+		ve_tok tok;
+	} polled[256];
+	uint32_t npolled;
+
 	/* hints from other threads, applied by the dispatcher thread */
 	pthread_mutex_t hint_lock;
 	struct ve_hint hints[64];
@@ -199,6 +207,12 @@ static void *host_main(void *arg)
 static int host_submit(struct ve_dispatcher *d, struct ve_vctx *v, ve_tok tok,
 		       const struct ve_desc *desc)
 {
+	if (desc->kind == VE_OP_CALL) { /* VE_DESC_HOST_POLL: poll_calls() finishes it */
+		if (d->npolled == VE_ARRAY_SIZE(d->polled))
+			return -EAGAIN;
+		d->polled[d->npolled++] = (struct polled){v, tok};
+		return 0;
+	}
 	d->st.host_fns++;
 	if (d->cfg.host_inline) {
 		run_host(desc->u.host.fn, desc->u.host.arg, desc->u.host.style,
@@ -229,7 +243,7 @@ static int host_submit(struct ve_dispatcher *d, struct ve_vctx *v, ve_tok tok,
 
 int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispatcher **out)
 {
-	if (!cfg || !cfg->backend || (!cfg->coord && !cfg->link) || !out)
+	if (!cfg || !cfg->backend || !cfg->link || !cfg->link->ops || !out)
 		return -EINVAL;
 	struct ve_dispatcher *d = calloc(1, sizeof(*d));
 	if (!d)
@@ -250,10 +264,7 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	if (d->cfg.lanes_per_entry > 256 || d->cfg.copy_lanes > 256)
 		goto einval;
 	d->b = cfg->backend;
-	if (cfg->link)
-		d->link = *cfg->link;
-	else
-		ve_link_embedded(&d->link, cfg->coord);
+	d->link = *cfg->link;
 	d->pool = d->link.pool;
 	d->inf = calloc(d->cfg.max_inflight, sizeof(*d->inf));
 	d->hq_cap = 4096;
@@ -469,6 +480,7 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		d->st.submit_failures++;
 		return rc;
 	}
+	f->solo = !defer && (!L || L->unmarked == 0);
 	if (L) {
 		L->inflight++;
 		L->last_submit_ns = d->b->ops->now(d->b);
@@ -805,8 +817,13 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 			L->last_done_ns = cp->t_end_ns;
 	}
 	if (f.granted) {
+		uint32_t *ei = &d->ent_inflight[f.client * d->pool->nentries + f.entry];
+		/* A profile sample: timed by its own marker, alone on its entry. */
+		if (f.solo && *ei == 1 && cp->status == 0 && cp->t_end_ns > cp->t_start_ns &&
+		    d->link.ops->observe)
+			L_CALL(d, observe, f.client, f.entry, f.key, cp->t_end_ns - cp->t_start_ns);
 		d->gc[f.client].ncompute--;
-		d->ent_inflight[f.client * d->pool->nentries + f.entry]--;
+		(*ei)--;
 	}
 	if (f.piped && d->pipe_count[f.client][f.stream % PIPE_STREAMS])
 		d->pipe_count[f.client][f.stream % PIPE_STREAMS]--;
@@ -864,6 +881,26 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 
 static int drain_hints(struct ve_dispatcher *d);
 
+/* Host-polled calls: each asked once a pass whether it is done. */
+static int poll_calls(struct ve_dispatcher *d)
+{
+	int moved = 0;
+	for (uint32_t i = 0; i < d->npolled;) {
+		struct polled *p = &d->polled[i];
+		const struct ve_desc *desc = ve_vctx_desc(p->v, p->tok);
+		int rc = desc ? desc->u.call.fn(0, desc->payload, desc->payload_len) : 0;
+		if (rc == -EBUSY) {
+			i++;
+			continue;
+		}
+		if (desc)
+			ve_vctx_complete(p->v, p->tok, rc, d->b->ops->now(d->b));
+		*p = d->polled[--d->npolled];
+		moved++;
+	}
+	return moved;
+}
+
 /* How many ops a lane may hold: ahead_ns of its recent time per op, at
  * least 2 (one running, one queued behind it so the GPU never waits for
  * this thread), at most ahead_max. */
@@ -895,7 +932,10 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 			return -1;
 		if (compute && entry != d->gc[c].entry)
 			return -1;
-		if (d->ls[li].inflight >= lane_room(d, &d->ls[li])) {
+		/* The bound is on kernels (it is what a drain waits for); a copy
+		 * rides behind its kernel at once, which also keeps a stream-memory
+		 * write from ever landing behind a wait it must release. */
+		if (compute && d->ls[li].inflight >= lane_room(d, &d->ls[li])) {
 			d->st.ahead_full++;
 			return 1;
 		}
@@ -1044,6 +1084,8 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		if (d->cl[c].active)
 			submitted += drain_client(d, c, now);
 	moved += drain_hints(d);
+	if (d->npolled)
+		moved += poll_calls(d);
 	if (d->cfg.window || (grant && d->cfg.ahead_ns) || d->ndq)
 		submitted += drain_pipeline(d);
 	if (!grant) {
@@ -1075,7 +1117,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 
 bool ve_dispatcher_quiescent(struct ve_dispatcher *d)
 {
-	if (d->ninflight || atomic_load(&d->host_busy) || d->wq_n || d->ndq)
+	if (d->ninflight || atomic_load(&d->host_busy) || d->wq_n || d->ndq || d->npolled)
 		return false;
 	if (L_CALL(d, pending))
 		return false;
@@ -1111,7 +1153,7 @@ static void *dispatcher_main(void *arg)
 			continue;
 		}
 		if (d->ninflight || atomic_load(&d->host_busy) || L_CALL(d, pending) || d->wq_n ||
-		    d->ndq) {
+		    d->ndq || d->npolled) {
 			/* Work on the GPU, bindings due from the coordinator (ved) or
 			 * ops waiting for a grant: spin a while, then poll at a bounded
 			 * interval so a long kernel does not cost a whole core. The

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The client-side dispatcher (paper section 4.4, DESIGN.md section 7): moves
+ * The client-side dispatcher (paper section 4.4, docs/architecture.md,
+ * "Dispatch"): moves
  * ready ops from vctxs to where they run, submits bindings, and propagates
  * completions.
  *
@@ -24,7 +25,7 @@
 
 #include "backend/backend.h"
 #include "core/vctx.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,8 +37,8 @@ struct ve_link;
 
 struct ve_dispatcher_config {
 	struct ve_backend *backend;
-	struct ve_coord *coord;	  /* embedded coordinator, or NULL with 'link' */
-	const struct ve_link *link; /* another coordinator (the ved daemon); copied */
+	const struct ve_link *link; /* the coordinator, embedded or ved; copied (the caller
+				     * keeps what it owns and frees it after the dispatcher) */
 	uint32_t lanes_per_entry; /* backend streams per pool entry (default 4) */
 	uint32_t copy_lanes;	  /* default 4 */
 	uint32_t max_inflight;	  /* default 16384 */

@@ -3,6 +3,8 @@
 #include "dispatch/link.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
 static int e_client_add(void *c, uint32_t client, uint32_t flags)
 {
@@ -66,6 +68,28 @@ static void e_tick(void *c)
 {
 	ve_coord_tick(c, false);
 }
+static void e_observe(void *c, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns)
+{
+	ve_coord_observe(c, client, entry, key, ns);
+}
+static int e_profile_save(void *c, const char *path)
+{
+	return ve_profile_save(ve_coord_profile(c), path, "");
+}
+static void e_info(void *c, struct ve_link_info *out)
+{
+	struct ve_coord_stats st;
+	ve_coord_stats(c, &st);
+	memset(out, 0, sizeof(*out));
+	out->where = "embedded";
+	snprintf(out->policy, sizeof(out->policy), "%s", ve_coord_policy_name(c));
+	out->bindings = st.bindings;
+	out->decide_ns = st.decide_ns;
+}
+static void e_destroy(void *c)
+{
+	ve_coord_destroy(c);
+}
 
 static const struct ve_link_ops embedded_ops = {
 	.name = "embedded",
@@ -83,11 +107,47 @@ static const struct ve_link_ops embedded_ops = {
 	.grant = e_grant,
 	.report = e_report,
 	.tick = e_tick,
+	.observe = e_observe,
+	.profile_save = e_profile_save,
+	.info = e_info,
+	.destroy = e_destroy,
 };
 
-void ve_link_embedded(struct ve_link *l, struct ve_coord *c)
+int ve_link_embedded_create(const struct ve_coord_config *cfg, struct ve_link *out, char *err,
+			    size_t errlen)
 {
-	l->ops = &embedded_ops;
-	l->impl = c;
-	l->pool = ve_coord_pool(c);
+	struct ve_coord *c;
+	memset(out, 0, sizeof(*out));
+	int rc = ve_coord_create(cfg, &c, err, errlen);
+	if (rc)
+		return rc;
+	out->ops = &embedded_ops;
+	out->impl = c;
+	out->pool = ve_coord_pool(c);
+	return 0;
+}
+
+struct ve_coord *ve_link_coord(const struct ve_link *l)
+{
+	return l && l->ops == &embedded_ops ? l->impl : NULL;
+}
+
+void ve_link_destroy(struct ve_link *l)
+{
+	if (l && l->ops && l->ops->destroy)
+		l->ops->destroy(l->impl);
+	if (l)
+		memset(l, 0, sizeof(*l));
+}
+
+int ve_link_profile_save(const struct ve_link *l, const char *path)
+{
+	return l->ops->profile_save ? l->ops->profile_save(l->impl, path) : -ENOTSUP;
+}
+
+void ve_link_info(const struct ve_link *l, struct ve_link_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (l->ops->info)
+		l->ops->info(l->impl, out);
 }

@@ -1,17 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The dispatcher's view of its coordinator (DESIGN.md section 2): the same
- * calls whether the coordinator runs embedded in this process (a direct
- * ve_coord) or in the ved daemon (records over the shared-memory rings,
- * src/ipc/). The dispatcher never knows which.
+ * The dispatcher's view of its coordinator (docs/architecture.md, "Data
+ * flow"): the same calls whether the coordinator runs embedded in this
+ * process (a direct ve_coord, which the link owns) or in the ved daemon
+ * (records over the shared-memory rings, src/ved/client.h). The dispatcher
+ * never knows which, and nothing above it needs to: what the coordinator
+ * measured (profiles) and decided (stats) is read through the link too, from
+ * wherever the deciding coordinator lives.
  */
 #ifndef VE_DISPATCH_LINK_H
 #define VE_DISPATCH_LINK_H
 
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 
 #include <stdbool.h>
 #include <stdint.h>
+
+/* What the deciding coordinator reports for this process. */
+struct ve_link_info {
+	const char *where;	/* "embedded", "ved" or "ved (safe mode)" */
+	char policy[64];	/* the policy that decides */
+	uint64_t bindings;	/* compute bindings this process received */
+	uint64_t decide_ns;	/* time spent deciding them where this process decides
+				 * (embedded, safe mode); ved reports its own (ve-ctl) */
+};
 
 struct ve_link_ops {
 	const char *name;
@@ -43,6 +55,23 @@ struct ve_link_ops {
 	int (*grant)(void *impl, uint32_t client, uint16_t *entry, uint64_t *gen);
 	int (*report)(void *impl, uint32_t client, const struct ve_grant_report *r);
 	void (*tick)(void *impl);
+	/* A measured run time of an op bound in grant mode (profiles learn
+	 * T(key, m) from it); NULL where the coordinator does not learn. */
+	void (*observe)(void *impl, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns);
+
+	/* Below: not on the dispatch path. Call them from the dispatcher's
+	 * thread or with the dispatcher stopped (the owner's calls, like the
+	 * ones above). */
+	/* How to wake a sleeping dispatcher when a binding arrives on its own
+	 * (ved); NULL where bindings only come from calls (embedded). */
+	void (*set_notify)(void *impl, void (*fn)(void *), void *arg);
+	/* Saves the scaling profiles of the coordinator that decides for this
+	 * process, as refined online (docs/profiles.md format). */
+	int (*profile_save)(void *impl, const char *path);
+	void (*info)(void *impl, struct ve_link_info *out);
+	/* Frees what the link owns: the embedded coordinator, or the ved client
+	 * (which says BYE). */
+	void (*destroy)(void *impl);
 };
 
 struct ve_link {
@@ -52,7 +81,16 @@ struct ve_link {
 	const struct ve_pool *pool;
 };
 
-/* A link to an embedded coordinator (no copies, no threads). */
-void ve_link_embedded(struct ve_link *l, struct ve_coord *c);
+/* A link to a coordinator of this process, created from cfg and owned by
+ * the link (no copies, no threads). */
+int ve_link_embedded_create(const struct ve_coord_config *cfg, struct ve_link *out, char *err,
+			    size_t errlen);
+/* The embedded link's coordinator, for inspection (tests, ve-sim's offline
+ * profiles); NULL for any other link. */
+struct ve_coord *ve_link_coord(const struct ve_link *l);
+/* ops->destroy, and the link is zeroed. */
+void ve_link_destroy(struct ve_link *l);
+int ve_link_profile_save(const struct ve_link *l, const char *path);
+void ve_link_info(const struct ve_link *l, struct ve_link_info *out);
 
 #endif

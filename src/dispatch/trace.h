@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Chrome/Perfetto trace (DESIGN.md section 12): one track ("process") per
+ * Chrome/Perfetto trace (docs/architecture.md, "Traces"): one track ("process") per
  * pool entry, one row per lane, one slice per op with client, stream, kind
  * and SMs. Events go to a preallocated array (no allocation while running);
  * when it is full further events are counted and dropped, and the file says

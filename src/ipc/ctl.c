@@ -139,6 +139,14 @@ static int check_trace(const struct ve_ctl_trace *m, size_t len)
 	return 0;
 }
 
+static int check_profile(const struct ve_ctl_profile *m, size_t len)
+{
+	if ((m->h.flags & ~VE_CTL_F_LAST) || m->nbytes > VE_CTL_PROFILE_CHUNK ||
+	    len != sizeof(*m) + m->nbytes || m->total < m->nbytes)
+		return -EINVAL;
+	return memchr(m + 1, 0, m->nbytes) ? -EINVAL : 0;
+}
+
 int ve_ctl_check(const void *buf, size_t len, int dir)
 {
 	struct ve_ctl_hdr h;
@@ -170,6 +178,10 @@ int ve_ctl_check(const void *buf, size_t len, int dir)
 		const struct ve_ctl_trace_req *q = m;
 		return to_ved && len == sizeof(*q) && !h.flags && ZERO(q->rsvd) ? 0 : -EINVAL;
 	}
+	case VE_CTL_PROFILE_REQ: {
+		const struct ve_ctl_profile_req *q = m;
+		return to_ved && len == sizeof(*q) && !h.flags && ZERO(q->rsvd) ? 0 : -EINVAL;
+	}
 	case VE_CTL_WELCOME:
 		return !to_ved && len == sizeof(struct ve_ctl_welcome) ? check_welcome(m) : -EINVAL;
 	case VE_CTL_DOORBELL: {
@@ -184,6 +196,9 @@ int ve_ctl_check(const void *buf, size_t len, int dir)
 	case VE_CTL_TRACE:
 		return !to_ved && len >= sizeof(struct ve_ctl_trace) ? check_trace(m, len)
 								     : -EINVAL;
+	case VE_CTL_PROFILE:
+		return !to_ved && len >= sizeof(struct ve_ctl_profile) ? check_profile(m, len)
+								       : -EINVAL;
 	}
 	return -EINVAL;
 }
@@ -191,7 +206,8 @@ int ve_ctl_check(const void *buf, size_t len, int dir)
 const char *ve_ctl_type_name(unsigned type)
 {
 	static const char *const n[] = {"?",	      "HELLO",	"WELCOME",   "DOORBELL", "REFUSE",
-					"STATUS_REQ", "STATUS", "TRACE_REQ", "TRACE"};
+					"STATUS_REQ", "STATUS", "TRACE_REQ", "TRACE",
+					"PROFILE_REQ", "PROFILE"};
 	return type < sizeof(n) / sizeof(n[0]) ? n[type] : "?";
 }
 

@@ -16,9 +16,13 @@
  *                   DOORBELL    carries the client's eventfd (second message:
  *                               fdpass.h takes one fd per message)
  *                   REFUSE      refused: -errno and a message for the user
- *   tool -> ved     STATUS_REQ  / TRACE_REQ
+ *   tool -> ved     STATUS_REQ  / TRACE_REQ / PROFILE_REQ
  *   ved -> tool     STATUS      pool entries and clients
  *                   TRACE       recent events, in chunks; the last is flagged
+ *                   PROFILE     the scaling profiles ved refined online (the
+ *                               text of docs/profiles.md), in chunks; the last
+ *                               is flagged. A client saving VE_PROFILE_OUT asks
+ *                               on a connection of its own, as a tool does.
  *
  * A registered client's connection carries nothing after DOORBELL: it stays
  * open as the liveness signal in both directions (EOF or error = peer gone).
@@ -47,6 +51,7 @@
 #define VE_CTL_MAX_CLIENTS 64
 #define VE_CTL_MAX_SHARERS 8
 #define VE_CTL_TRACE_CHUNK 512 /* events per TRACE message */
+#define VE_CTL_PROFILE_CHUNK 60000 /* text bytes per PROFILE message */
 
 enum ve_ctl_type {
 	VE_CTL_HELLO = 1,
@@ -57,6 +62,8 @@ enum ve_ctl_type {
 	VE_CTL_STATUS = 6,
 	VE_CTL_TRACE_REQ = 7,
 	VE_CTL_TRACE = 8,
+	VE_CTL_PROFILE_REQ = 9,
+	VE_CTL_PROFILE = 10,
 };
 
 /* Who sends: messages to ved and messages from ved are disjoint sets. */
@@ -66,8 +73,8 @@ enum ve_ctl_dir { VE_CTL_TO_VED = 0, VE_CTL_FROM_VED = 1 };
 #define VE_CTL_CLASS_LATENCY (1u << 0)
 #define VE_CTL_CLASS_MASK    VE_CTL_CLASS_LATENCY
 
-/* TRACE header flags. */
-#define VE_CTL_F_LAST (1u << 0) /* last chunk of a trace reply */
+/* TRACE and PROFILE header flags. */
+#define VE_CTL_F_LAST (1u << 0) /* last chunk of a reply */
 
 /* MPS state as probed on the host (ve_mps_probe). */
 enum ve_mps_state {
@@ -226,6 +233,19 @@ struct ve_ctl_trace {
 			     /* struct ve_ctl_tev[nevents] */
 };
 
+struct ve_ctl_profile_req {
+	struct ve_ctl_hdr h;
+	uint32_t rsvd[4];
+};
+
+struct ve_ctl_profile {
+	struct ve_ctl_hdr h; /* flags: VE_CTL_F_LAST on the last chunk */
+	uint32_t nbytes;     /* <= VE_CTL_PROFILE_CHUNK bytes of text follow (no NUL) */
+	uint32_t chunk;	     /* 0, 1, ... */
+	uint64_t total;	     /* bytes of the whole text */
+			     /* char text[nbytes] */
+};
+
 _Static_assert(sizeof(struct ve_ctl_hdr) == 16, "ctl header");
 _Static_assert(sizeof(struct ve_ctl_hello) == 392, "hello");
 _Static_assert(sizeof(struct ve_ctl_entry) == 64, "status entry");
@@ -238,6 +258,9 @@ _Static_assert(sizeof(struct ve_ctl_status) + VE_CTL_MAX_ENTRIES * sizeof(struct
 _Static_assert(sizeof(struct ve_ctl_trace) + VE_CTL_TRACE_CHUNK * sizeof(struct ve_ctl_tev) <=
 		   VE_CTL_MAX_MSG,
 	       "a trace chunk fits one message");
+_Static_assert(sizeof(struct ve_ctl_profile) == 32, "profile chunk header");
+_Static_assert(sizeof(struct ve_ctl_profile) + VE_CTL_PROFILE_CHUNK <= VE_CTL_MAX_MSG,
+	       "a profile chunk fits one message");
 
 /* 0 if buf[0, len) (8-byte aligned) is a well-formed message of direction dir, -EINVAL (or
  * -EPROTO for another protocol version) otherwise. Pure: no state, no log. */

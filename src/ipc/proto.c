@@ -190,3 +190,164 @@ const char *ve_proto_type_name(unsigned type)
 	}
 	return "?";
 }
+
+/* ------------------------------------------------------------------ codec */
+
+static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static uint8_t op_flags_of(uint32_t ready_flags)
+{
+	return (uint8_t)(((ready_flags & VE_READY_LATENCY) ? VE_OPF_LATENCY : 0) |
+			 ((ready_flags & VE_READY_COOPERATIVE) ? VE_OPF_COOPERATIVE : 0));
+}
+
+static uint32_t ready_flags_of(uint8_t op_flags)
+{
+	return ((op_flags & VE_OPF_LATENCY) ? VE_READY_LATENCY : 0) |
+	       ((op_flags & VE_OPF_COOPERATIVE) ? VE_READY_COOPERATIVE : 0);
+}
+
+static uint32_t stream_idx_of(uint32_t stream)
+{
+	return stream < VE_PROTO_MAX_STREAMS ? stream : VE_PROTO_MAX_STREAMS - 1;
+}
+
+uint32_t ve_proto_encode_ready(const struct ve_ready_op *op, struct ve_rec rec[2])
+{
+	uint32_t n = 0;
+	if (op->deadline_ns) {
+		ve_rec_init(&rec[n], VE_REC_HINT);
+		rec[n].u.hint.tok = op->tok;
+		rec[n].u.hint.key = op->key;
+		rec[n].u.hint.deadline_ns = op->deadline_ns;
+		n++;
+	}
+	struct ve_rec *rr = &rec[n++];
+	ve_rec_init(rr, VE_REC_READY);
+	struct ve_rec_ready *p = &rr->u.ready;
+	p->tok = op->tok;
+	p->key = op->key;
+	p->ready_ns = op->ready_ns;
+	p->blocks = op->blocks ? op->blocks : 1;
+	p->threads_per_block = clamp_u32(op->threads, 1, VE_PROTO_MAX_TPB);
+	p->min_sms = op->min_sms > VE_PROTO_MAX_SMS ? VE_PROTO_MAX_SMS : op->min_sms;
+	p->stream_idx = stream_idx_of(op->stream);
+	p->priority = op->priority < -VE_PROTO_PRIO_MAX	 ? -VE_PROTO_PRIO_MAX
+		      : op->priority > VE_PROTO_PRIO_MAX ? VE_PROTO_PRIO_MAX
+							 : op->priority;
+	p->kind = (uint8_t)clamp_u32(op->kind, 1, VE_PROTO_KIND_MAX - 1);
+	p->op_flags = op_flags_of(op->flags);
+	return n;
+}
+
+void ve_proto_decode_ready(const struct ve_rec_ready *r, uint32_t client, uint32_t client_flags,
+			   uint64_t now_ns, struct ve_ready_op *op)
+{
+	*op = (struct ve_ready_op){
+	    .tok = r->tok,
+	    .key = r->key,
+	    /* Ages are the receiver's: clients' clocks need not agree (a sim's is virtual). */
+	    .ready_ns = now_ns,
+	    .blocks = r->blocks,
+	    .threads = r->threads_per_block,
+	    .min_sms = r->min_sms,
+	    .client = client,
+	    .stream = r->stream_idx,
+	    .priority = r->priority,
+	    .kind = r->kind,
+	    .flags = (uint8_t)(ready_flags_of(r->op_flags) | (client_flags & VE_READY_LATENCY)),
+	};
+}
+
+void ve_proto_encode_done(uint64_t tok, uint16_t entry, uint64_t ns, int32_t status,
+			  uint64_t now_ns, struct ve_rec *rec)
+{
+	ve_rec_init(rec, VE_REC_DONE);
+	rec->u.done.tok = tok;
+	rec->u.done.t_end_ns = now_ns;
+	rec->u.done.t_start_ns = ns < now_ns ? now_ns - ns : 0;
+	rec->u.done.status = status;
+	rec->u.done.entry = entry;
+}
+
+uint64_t ve_proto_decode_done(const struct ve_rec_done *r)
+{
+	return r->t_end_ns - r->t_start_ns;
+}
+
+void ve_proto_encode_submit_failed(uint64_t tok, uint16_t entry, int status, struct ve_rec *rec)
+{
+	ve_rec_init(rec, VE_REC_SUBMIT_FAILED);
+	rec->u.submit_failed.tok = tok;
+	rec->u.submit_failed.status = status == 0		     ? -EIO
+				      : status < VE_PROTO_STATUS_MIN ? VE_PROTO_STATUS_MIN
+				      : status > VE_PROTO_STATUS_MAX ? VE_PROTO_STATUS_MAX
+								     : status;
+	rec->u.submit_failed.entry = entry;
+}
+
+void ve_proto_encode_hint(const struct ve_hint *h, struct ve_rec *rec)
+{
+	ve_rec_init(rec, VE_REC_HINT);
+	struct ve_rec_hint *p = &rec->u.hint;
+	p->key = h->key;
+	p->deadline_ns = h->deadline_ns;
+	p->expect_ready_ns = h->expect_ready_ns;
+	p->blocks = h->blocks;
+	p->min_sms = h->min_sms > VE_PROTO_MAX_SMS ? VE_PROTO_MAX_SMS : h->min_sms;
+	p->threads_per_block = h->threads > VE_PROTO_MAX_TPB ? 0 : h->threads;
+	p->op_flags = op_flags_of(h->flags);
+}
+
+void ve_proto_decode_hint(const struct ve_rec_hint *r, uint32_t client, struct ve_hint *h)
+{
+	*h = (struct ve_hint){.client = client,
+			      .min_sms = r->min_sms,
+			      .key = r->key,
+			      .blocks = r->blocks,
+			      .threads = r->threads_per_block,
+			      .flags = ready_flags_of(r->op_flags),
+			      .expect_ready_ns = r->expect_ready_ns,
+			      .deadline_ns = r->deadline_ns};
+}
+
+void ve_proto_encode_piped(const struct ve_ready_op *op, uint16_t entry, struct ve_rec *rec)
+{
+	ve_rec_init(rec, VE_REC_PIPED);
+	rec->u.piped.tok = op->tok;
+	rec->u.piped.key = op->key;
+	rec->u.piped.entry = entry;
+	rec->u.piped.stream_idx = stream_idx_of(op->stream);
+	rec->u.piped.kind = (uint8_t)clamp_u32(op->kind, 1, VE_PROTO_KIND_MAX - 1);
+}
+
+void ve_proto_decode_piped(const struct ve_rec_piped *r, uint32_t client, uint64_t now_ns,
+			   struct ve_ready_op *op)
+{
+	*op = (struct ve_ready_op){.tok = r->tok,
+				   .key = r->key,
+				   .ready_ns = now_ns,
+				   .client = client,
+				   .stream = r->stream_idx,
+				   .kind = r->kind};
+}
+
+void ve_proto_encode_bind(uint64_t tok, uint32_t stream, uint16_t entry, bool share,
+			  uint32_t seq, struct ve_rec *rec)
+{
+	ve_rec_init(rec, VE_REC_BIND);
+	rec->seq = seq;
+	rec->u.bind.tok = tok;
+	rec->u.bind.entry = entry;
+	rec->u.bind.lane_stream = (uint16_t)(stream % VE_PROTO_MAX_LANES);
+	rec->u.bind.flags = share ? VE_BINDF_SHARE : 0;
+}
+
+void ve_proto_decode_bind(const struct ve_rec_bind *r, uint16_t *entry, uint32_t *flags)
+{
+	*entry = r->entry;
+	*flags = (r->flags & VE_BINDF_SHARE) ? VE_BIND_SHARE : 0;
+}

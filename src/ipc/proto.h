@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Wire format between a client and the coordinator (DESIGN.md section 10,
- * docs/ipc.md).
+ * Wire format between a client and the coordinator (docs/ipc.md).
  *
  * A per-client shared segment holds one struct ve_ipc_hdr and two SPSC rings
  * of 64-byte struct ve_rec (ring.h): client->coordinator (READY, DONE,
@@ -25,7 +24,10 @@
 #ifndef VE_IPC_PROTO_H
 #define VE_IPC_PROTO_H
 
+#include "ve/ve_policy.h"
+
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -141,7 +143,7 @@ struct ve_rec_hint {
 	uint16_t rsvd1;
 };
 
-/* PIPED: bounded pipelining (DESIGN.md section 7). The client submitted op
+/* PIPED: bounded pipelining (docs/architecture.md, "Dispatch"). The client submitted op
  * 'tok' on 'entry' right behind one of its own ops still in flight there
  * (bound by ved, its DONE not yet sent: ved processes this record first, so
  * the entry is still this client's). ved counts it as bound there; its DONE
@@ -368,5 +370,43 @@ int ve_proto_check(const struct ve_rec *r, int dir);
 
 /* Name of a record type for logs ("READY", ..., "?" if unknown). */
 const char *ve_proto_type_name(unsigned type);
+
+/*
+ * The codec: one encoder and one decoder per record, between the record and
+ * what each side works with (struct ve_ready_op and struct ve_hint of
+ * ve_policy.h), used by the ved client (src/ved/client.c) and by ved's
+ * server (src/ved/server.c). Encoders clamp every field into the range
+ * ve_proto_check accepts, so a record they make is always well formed.
+ * Decoders take a record that passed ve_proto_check; what the record does
+ * not carry comes from the receiver (its id for the client, its clock).
+ */
+/* READY, and the HINT that carries the op's deadline (the READY record has no
+ * field for it) when op->deadline_ns is set: returns the records written to
+ * rec[] (1 or 2, the HINT first). */
+uint32_t ve_proto_encode_ready(const struct ve_ready_op *op, struct ve_rec rec[2]);
+/* The op as the coordinator takes it: client id, ready time and the client's
+ * class (client_flags, VE_READY_LATENCY) are the receiver's; deadline_ns is 0
+ * (the HINT before it carries it). */
+void ve_proto_decode_ready(const struct ve_rec_ready *r, uint32_t client, uint32_t client_flags,
+			   uint64_t now_ns, struct ve_ready_op *op);
+/* DONE of op tok on entry, ran 'ns' ns (0: unknown) and ended now. */
+void ve_proto_encode_done(uint64_t tok, uint16_t entry, uint64_t ns, int32_t status,
+			  uint64_t now_ns, struct ve_rec *rec);
+/* The op's run time in ns (0: unknown). */
+uint64_t ve_proto_decode_done(const struct ve_rec_done *r);
+/* SUBMIT_FAILED (status 0 becomes -EIO: a failure always says why). */
+void ve_proto_encode_submit_failed(uint64_t tok, uint16_t entry, int status, struct ve_rec *rec);
+/* HINT: an advisory about ops to come (tok 0). */
+void ve_proto_encode_hint(const struct ve_hint *h, struct ve_rec *rec);
+void ve_proto_decode_hint(const struct ve_rec_hint *r, uint32_t client, struct ve_hint *h);
+/* PIPED: op put behind our in-flight work on entry. */
+void ve_proto_encode_piped(const struct ve_ready_op *op, uint16_t entry, struct ve_rec *rec);
+void ve_proto_decode_piped(const struct ve_rec_piped *r, uint32_t client, uint64_t now_ns,
+			   struct ve_ready_op *op);
+/* BIND of op (tok, stream) to entry; share: VE_BIND_SHARE was asked for. */
+void ve_proto_encode_bind(uint64_t tok, uint32_t stream, uint16_t entry, bool share,
+			  uint32_t seq, struct ve_rec *rec);
+/* The binding's entry and VE_BIND_* flags (the op itself is the client's). */
+void ve_proto_decode_bind(const struct ve_rec_bind *r, uint16_t *entry, uint32_t *flags);
 
 #endif

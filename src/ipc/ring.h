@@ -2,7 +2,7 @@
 /*
  * Single-producer/single-consumer ring of 64-byte records (struct ve_rec)
  * over caller-owned memory, usable between two processes that map the same
- * memory (DESIGN.md section 10, docs/ipc.md). Modelled on liburing's SQ/CQ
+ * memory (docs/ipc.md). Modelled on liburing's SQ/CQ
  * rings and DPDK's rte_ring.
  *
  * Memory: [struct ve_ring_shared: 4 x 128 bytes][capacity x struct ve_rec].

@@ -19,6 +19,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 

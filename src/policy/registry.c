@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Policy registry: built-ins by name, external policies from a .so by path. */
-#include "dispatch/coord.h"
+#include "policy/registry.h"
 #include "policy/policies.h"
 
 #include <dlfcn.h>

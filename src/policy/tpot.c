@@ -25,9 +25,11 @@
  */
 #include "policy/policies.h"
 #include "policy/tput_impl.h"
+#include "pool/pool.h"
 #include "util/util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

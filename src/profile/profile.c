@@ -200,11 +200,8 @@ int ve_profile_observe(struct ve_profile *p, uint64_t key, uint32_t m, double ns
 	return 0;
 }
 
-int ve_profile_save(const struct ve_profile *p, const char *path, const char *gpu_name)
+int ve_profile_write(const struct ve_profile *p, FILE *f, const char *gpu_name)
 {
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return -errno;
 	fprintf(f, "# Vitamin-E scaling profile: T(key, m) in ns per entry size m.\n");
 	fprintf(f, "vitamin-e-profile 1\ngpu %u %s\nsizes", p->sm_count,
 		gpu_name ? gpu_name : "unknown");
@@ -224,7 +221,15 @@ int ve_profile_save(const struct ve_profile *p, const char *path, const char *gp
 		}
 		fprintf(f, "\n");
 	}
-	int rc = ferror(f) ? -EIO : 0;
+	return ferror(f) ? -EIO : 0;
+}
+
+int ve_profile_save(const struct ve_profile *p, const char *path, const char *gpu_name)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	int rc = ve_profile_write(p, f, gpu_name);
 	if (fclose(f) && !rc)
 		rc = -errno;
 	return rc;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Scaling profiles (paper section 5, DESIGN.md section 9): T(key, m), the
+ * Scaling profiles (paper section 5, docs/profiles.md): T(key, m), the
  * exclusive run time of a recurring launch configuration on m SMs, for every
  * distinct pool entry size.
  *
@@ -57,6 +57,8 @@ int ve_profile_lookup(const struct ve_profile *p, uint64_t key, uint32_t m, doub
  * file, -EPROTO for another version, -EXDEV if the GPU's SM count differs. */
 int ve_profile_load(struct ve_profile *p, const char *path, char *err, size_t errlen);
 int ve_profile_save(const struct ve_profile *p, const char *path, const char *gpu_name);
+/* The same text to an open stream (ved sends it to a client that asked). */
+int ve_profile_write(const struct ve_profile *p, FILE *f, const char *gpu_name);
 uint32_t ve_profile_nkeys(const struct ve_profile *p);
 
 #endif

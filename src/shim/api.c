@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The advisory API (include/ve/ve.h), exported by libve.so. */
 #include "ve/ve.h"
-#include "dispatch/dispatcher.h"
+#include "runtime/runtime.h"
 #include "shim/shim.h"
 #include "util/util.h"
 
@@ -34,5 +34,5 @@ int ve_advise_step(uint64_t budget_ns)
 			    .flags = VE_READY_LATENCY,
 			    .expect_ready_ns = now,
 			    .deadline_ns = ve__deadline_ns};
-	return ve_dispatcher_hint(ve__shim.disp, &h);
+	return ve_dispatcher_hint(ve_runtime_dispatcher(ve__shim.rt), &h);
 }

@@ -12,7 +12,7 @@
  * ("Intercepted calls"); the comments here say why, briefly.
  */
 #include "backend/cuda_desc.h"
-#include "dispatch/coord.h"
+#include "runtime/runtime.h"
 #include "shim/shim.h"
 #include "util/util.h"
 
@@ -587,7 +587,7 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 
 static CUresult launch_virtual(const struct ve_target *t, struct ve_desc *d)
 {
-	uint32_t total = ve_coord_pool(ve__shim.coord)->total_sms;
+	uint32_t total = ve_runtime_pool(ve__shim.rt)->total_sms;
 	/* More co-resident blocks than the whole GPU holds: no pool entry could
 	 * ever run it (it would wait forever); the driver refuses it at the call
 	 * (cuLaunchCooperativeKernel and cuLaunchKernelEx alike). */

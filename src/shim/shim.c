@@ -1,18 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shim state: configuration, lazy initialization of the embedded runtime
- * (vctx, green-context pool, coordinator, dispatcher), handle maps, stream
- * resolution, error mapping and the pass-through barrier.
+ * Shim state: configuration, lazy initialization (the vctx, the CUDA backend
+ * with its green-context pool, and the device's runtime stack from
+ * src/runtime), handle maps, stream resolution, error mapping and the
+ * pass-through barrier.
  */
 #include "shim/shim.h"
 #include "backend/cuda.h"
 #include "backend/cuda_desc.h"
-#include "dispatch/coord.h"
-#include "dispatch/dispatcher.h"
-#include "dispatch/remote.h"
-#include "ipc/ctl.h"
-#include "dispatch/trace.h"
-#include "profile/profile.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -114,6 +110,23 @@ static int load_config(struct ve_shim_config *c)
 	c->pipe_budget = (uint32_t)v;
 	bad |= env_u64("VE_WATCHDOG_MS", 0, 0, 86400000, &v);
 	c->watchdog_ms = v;
+	char bind[16];
+	env_str("VE_BIND", "grant", bind, sizeof(bind));
+	if (strcmp(bind, "op") == 0) {
+		c->per_op = 1;
+	} else if (strcmp(bind, "grant") != 0) {
+		VE_ERR("VE_BIND=%s is neither 'grant' nor 'op'", bind);
+		bad = 1;
+	}
+	bad |= env_u64("VE_TICK_US", 200, 10, 1000000, &v);
+	c->tick_us = v;
+	bad |= env_u64("VE_AHEAD_US", 150, 0, 1000000, &v);
+	c->ahead_us = v;
+	/* Profiling (VE_PROFILE_OUT) wants every op timed by its own marker. */
+	bad |= env_u64("VE_MARK_EVERY", getenv("VE_PROFILE_OUT") ? 1 : 16, 1, 4096, &v);
+	c->mark_every = (uint32_t)v;
+	bad |= env_u64("VE_SYNC_SPIN_US", 1000, 0, 1000000, &v);
+	c->sync_spin_us = v;
 	char cls[32];
 	env_str("VE_CLASS", "batch", cls, sizeof(cls));
 	if (strcmp(cls, "latency") == 0) {
@@ -140,30 +153,8 @@ static void go_passthrough(const char *why)
 		ve__log(VE_LOG_WARN, "%s: running as a transparent pass-through", why);
 }
 
-/* ------------------------------------------------------------------ ved placement
- * VE_DAEMON (docs/daemon.md): unset = use ved if its socket for VE_DEVICE
- * exists (else embedded), 0 = always embedded, 1 = ved at the default path,
- * /path = ved at that socket. With 1 or a path an absent ved means safe mode
- * until it answers; found by itself, an unusable ved means embedded. */
-static struct ve_remote *shim_remote;
-
-static int daemon_choice(int device, char *path, size_t len)
-{
-	const char *v = getenv("VE_DAEMON");
-	struct stat st;
-	if (v && strcmp(v, "0") == 0)
-		return 0;
-	if (v && *v && strcmp(v, "1") != 0) {
-		snprintf(path, len, "%s", v);
-		return 2;
-	}
-	if (ve_ctl_default_path(device, path, len))
-		return 0;
-	if (v && strcmp(v, "1") == 0)
-		return 2;
-	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode) ? 1 : 0;
-}
-
+/* VE_DAEMON (docs/daemon.md): 0, 1 or an absolute socket path; what each
+ * means is decided with the rest of the placement in ve_runtime_choose. */
 static int check_daemon_env(void)
 {
 	const char *v = getenv("VE_DAEMON");
@@ -174,35 +165,30 @@ static int check_daemon_env(void)
 	return -EINVAL;
 }
 
-/* A link to ved, or NULL for the embedded coordinator; logs which. */
-static const struct ve_link *daemon_link(struct ve_shim *S, const struct ve_gpu_info *gi,
-					 struct ve_link *link)
+/* The runtime configuration of this process, from the VE_* knobs. */
+static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc)
 {
-	char path[108], err[512];
-	int how = daemon_choice(S->cfg.device, path, sizeof(path));
-	if (how == 0) {
-		const char *v = getenv("VE_DAEMON");
-		VE_INFO("coordinator: embedded (%s)",
-			v && strcmp(v, "0") == 0 ? "VE_DAEMON=0" : "no ved for this device");
-		return NULL;
-	}
-	struct ve_remote_config rc = {.socket_path = path,
-				      .device = S->cfg.device,
-				      .leaf_sms = gi->leaf_sms,
-				      .nleaves = gi->nleaves,
-				      .max_entries = S->cfg.pool_entries,
-				      .sm_count = gi->sm_count,
-				      .class_flags = S->cfg.latency ? VE_READY_LATENCY : 0,
-				      .max_ops = S->cfg.max_ops,
-				      .profile_path = S->cfg.profile,
-				      .start_safe = how == 2};
-	if (ve_remote_create(&rc, &shim_remote, err, sizeof(err))) {
-		VE_WARN("coordinator: embedded, ved at %s is unusable: %s", path, err);
-		shim_remote = NULL;
-		return NULL;
-	}
-	ve_remote_link(shim_remote, link);
-	return link;
+	memset(rc, 0, sizeof(*rc));
+	rc->disabled = S->cfg.disabled;
+	rc->daemon = getenv("VE_DAEMON");
+	rc->device = S->cfg.device;
+	rc->policy = S->cfg.policy;
+	rc->profile_path = S->cfg.profile;
+	rc->pool_entries = S->cfg.pool_entries;
+	rc->max_clients = 1;
+	rc->seed = (uint64_t)ve__now_ns();
+	rc->class_flags = S->cfg.latency ? VE_READY_LATENCY : 0;
+	rc->max_ops = S->cfg.max_ops;
+	rc->per_op = S->cfg.per_op;
+	rc->tick_ns = S->cfg.tick_us * 1000;
+	rc->dispatch = (struct ve_dispatcher_config){.lanes_per_entry = S->cfg.lanes,
+						     .copy_lanes = S->cfg.copy_lanes,
+						     .window = S->cfg.window,
+						     .pipe_budget = S->cfg.pipe_budget,
+						     .ahead_ns = S->cfg.ahead_us * 1000,
+						     .ahead_max = 256,
+						     .mark_every = S->cfg.mark_every};
+	rc->trace = S->cfg.trace[0] != 0;
 }
 
 static int start_runtime(struct ve_shim *S)
@@ -230,57 +216,39 @@ static int start_runtime(struct ve_shim *S)
 	}
 	struct ve_gpu_info gi;
 	S->backend->ops->info(S->backend, &gi);
-	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
-				     .nleaves = gi.nleaves,
-				     .max_entries = S->cfg.pool_entries,
-				     .max_clients = 1,
-				     .policy = S->cfg.policy,
-				     .profile_path = S->cfg.profile,
-				     .sm_count = gi.sm_count,
-				     .seed = (uint64_t)ve__now_ns()};
-	rc = ve_coord_create(&cc, &S->coord, err, sizeof(err));
-	if (rc) {
-		VE_ERR("VE_POLICY/VE_PROFILE/VE_POOL_ENTRIES: %s", err);
-		return rc;
-	}
-	struct ve_vctx_config vc = {.client_id = 0, .max_ops = S->cfg.max_ops};
+	struct ve_vctx_config vc = {.client_id = 0,
+				    .max_ops = S->cfg.max_ops,
+				    .sync_spin_ns = S->cfg.sync_spin_us * 1000};
 	rc = ve_vctx_create(&vc, &S->v);
 	if (rc)
 		return rc;
-	if (S->cfg.trace[0] && ve_trace_create(0, &S->trace))
-		S->trace = NULL;
-	struct ve_link link;
-	const struct ve_link *remote = daemon_link(S, &gi, &link); /* NULL: embedded */
-	struct ve_dispatcher_config dc = {.backend = S->backend,
-					  .coord = S->coord,
-					  .link = remote,
-					  .lanes_per_entry = S->cfg.lanes,
-					  .copy_lanes = S->cfg.copy_lanes,
-					  .window = S->cfg.window,
-					  .pipe_budget = S->cfg.pipe_budget,
-					  .trace = S->trace};
+	struct ve_runtime_config rcfg;
+	runtime_config(S, &rcfg);
 	uint64_t t0 = ve__now_ns();
-	rc = ve_dispatcher_create(&dc, &S->disp);
+	rc = ve_runtime_create(&rcfg, S->backend, &S->rt, err, sizeof(err));
 	if (rc) {
-		VE_WARN("cannot pre-create the pool (%s)", strerror(-rc));
+		if (!err[0] || strncmp(err, VE_RUNTIME_POOL_ERR, strlen(VE_RUNTIME_POOL_ERR)) == 0)
+			VE_WARN("%s", err[0] ? err : strerror(-rc));
+		else
+			VE_ERR("VE_POLICY/VE_PROFILE/VE_POOL_ENTRIES: %s", err);
 		return rc;
 	}
 	struct ve_cuda_pool_stats ps;
 	ve_cuda_backend_pool_stats(S->backend, &ps);
-	ve_vctx_set_notify(S->v, ve_dispatcher_notify, S->disp);
-	if (shim_remote)
-		ve_remote_set_notify(shim_remote, ve_dispatcher_notify, S->disp);
-	rc = ve_dispatcher_attach(S->disp, S->v, 0, S->cfg.latency ? VE_READY_LATENCY : 0);
+	/* The link belongs to the dispatcher's thread once it runs: ask first. */
+	struct ve_link_info li;
+	ve_link_info(ve_runtime_link(S->rt), &li);
+	rc = ve_runtime_attach(S->rt, S->v, 0, S->cfg.latency ? VE_READY_LATENCY : 0);
 	if (rc)
 		return rc;
-	rc = ve_dispatcher_start(S->disp);
+	rc = ve_runtime_start(S->rt);
 	if (rc)
 		return rc;
 	VE_INFO("active on %s: %u SMs, %u leaves, %u pool entries (%u streams) created in %.1f ms, "
 		"%.0f MiB device memory; policy %s",
-		gi.name, gi.sm_count, gi.nleaves, ve_coord_pool(S->coord)->nentries, ps.streams,
+		gi.name, gi.sm_count, gi.nleaves, ve_runtime_pool(S->rt)->nentries, ps.streams,
 		(double)(ve__now_ns() - t0) / 1e6, (double)ps.mem_used_bytes / (1 << 20),
-		shim_remote ? "chosen by ved" : ve_coord_policy_name(S->coord));
+		ve_runtime_mode(S->rt) == VE_RUNTIME_VED ? "chosen by ved" : li.policy);
 	return 0;
 }
 
@@ -300,7 +268,12 @@ static void init_locked(void)
 		go_passthrough("vitamin-e: bad configuration (see above)");
 		return;
 	}
-	if (S->cfg.disabled) {
+	struct ve_runtime_config rcfg;
+	runtime_config(S, &rcfg);
+	char path[108];
+	bool start_safe;
+	if (ve_runtime_choose(&rcfg, path, sizeof(path), &start_safe, NULL) ==
+	    VE_RUNTIME_PASSTHROUGH) {
 		go_passthrough(NULL);
 		disabled_notice();
 		return;
@@ -353,31 +326,28 @@ static void shim_atexit(void)
 	/* Let logical work finish, as the driver would at exit, then stop. */
 	ve_vctx_ctx_sync(S->v);
 	atomic_store(&S->state, VE_SHIM_PASSTHROUGH);
-	ve_dispatcher_stop(S->disp);
-	struct ve_dispatcher_stats ds;
-	ve_dispatcher_stats(S->disp, &ds);
-	struct ve_coord_stats cs;
-	ve_coord_stats(S->coord, &cs);
+	ve_runtime_stop(S->rt);
+	struct ve_runtime_stats rs;
+	ve_runtime_stats(S->rt, &rs);
 	VE_INFO("exit: %llu ops submitted (%llu bound by %s, %llu copies, %llu host functions), "
 		"%llu decisions in %.1f ms",
-		(unsigned long long)ds.submitted, (unsigned long long)ds.bound,
-		shim_remote ? "ved" : ve_coord_policy_name(S->coord), (unsigned long long)ds.copies,
-		(unsigned long long)ds.host_fns, (unsigned long long)cs.bindings,
-		(double)cs.decide_ns / 1e6);
-	if (S->trace) {
-		int rc = ve_trace_write(S->trace, S->cfg.trace);
+		(unsigned long long)rs.dispatch.submitted, (unsigned long long)rs.dispatch.bound,
+		ve_runtime_mode(S->rt) == VE_RUNTIME_VED ? "ved" : rs.link.policy,
+		(unsigned long long)rs.dispatch.copies, (unsigned long long)rs.dispatch.host_fns,
+		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6);
+	if (ve_runtime_trace(S->rt)) {
+		int rc = ve_runtime_trace_write(S->rt, S->cfg.trace);
 		if (rc)
 			VE_WARN("VE_TRACE=%s: %s", S->cfg.trace, strerror(-rc));
 	}
 	if (S->cfg.profile_out[0]) {
-		int rc = ve_profile_save(ve_coord_profile(S->coord), S->cfg.profile_out, "");
+		/* The profiles of the coordinator that decided: ours, or ved's. */
+		int rc = ve_runtime_profile_save(S->rt, S->cfg.profile_out);
 		if (rc)
 			VE_WARN("VE_PROFILE_OUT=%s: %s", S->cfg.profile_out, strerror(-rc));
 	}
-	ve_dispatcher_destroy(S->disp);
-	S->disp = NULL;
-	ve_remote_destroy(shim_remote); /* BYE to ved; NULL when embedded */
-	shim_remote = NULL;
+	ve_runtime_destroy(S->rt); /* BYE to ved when it decided */
+	S->rt = NULL;
 	S->backend->ops->destroy(S->backend);
 	S->backend = NULL;
 }
@@ -697,16 +667,22 @@ CUresult ve__barrier_begin(const struct ve_target *t)
 	return ve__cu_error(ve_vctx_stream_sync(ve__shim.v, t->ls));
 }
 
-/* VE_OP_CALL body: the copy lane waits (on the GPU) for the pass-through
- * work's event, then the op's completion marker follows it. */
-static int call_wait_event(uint64_t lane_stream, const void *payload, uint32_t len)
+/* VE_OP_CALL body, polled on the host (VE_DESC_HOST_POLL): done when the
+ * pass-through work's event is. Not a GPU-side wait on a lane: that lane
+ * would be blocked until the real call completes, and an op of another
+ * stream queued behind it could be the very one the real call waits for
+ * (a cuStreamWriteValue that releases a cuStreamWaitValue). */
+static int call_query_event(uint64_t lane_stream, const void *payload, uint32_t len)
 {
+	(void)lane_stream;
 	CUevent ev;
 	if (len != sizeof(ev))
 		return -EINVAL;
 	memcpy(&ev, payload, sizeof(ev));
-	CUresult r = ve__real.cuStreamWaitEvent((CUstream)(uintptr_t)lane_stream, ev, 0);
-	ve__real.cuEventDestroy(ev); /* legal: the wait already captured it */
+	CUresult r = ve__real.cuEventQuery(ev);
+	if (r == CUDA_ERROR_NOT_READY)
+		return -EBUSY;
+	ve__real.cuEventDestroy(ev);
 	return r == CUDA_SUCCESS ? 0 : (int)r;
 }
 
@@ -723,9 +699,11 @@ CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc)
 		ve__real.cuStreamSynchronize(t->real);
 		return CUDA_SUCCESS;
 	}
-	struct ve_desc d = {.kind = VE_OP_CALL, .payload = (const uint8_t *)&ev,
+	struct ve_desc d = {.kind = VE_OP_CALL,
+			    .flags = VE_DESC_HOST_POLL,
+			    .payload = (const uint8_t *)&ev,
 			    .payload_len = sizeof(ev)};
-	d.u.call.fn = call_wait_event;
+	d.u.call.fn = call_query_event;
 	d.u.call.handle = (uint64_t)(uintptr_t)ev;
 	int rc = ve_vctx_submit(ve__shim.v, t->ls, &d, 0, NULL);
 	if (rc) {

@@ -9,7 +9,7 @@
 #define VE_SHIM_H
 
 #include "core/vctx.h"
-#include "shim/real.h"
+#include "backend/cuda_driver.h"
 
 #include <cuda.h>
 #include <stdatomic.h>
@@ -33,6 +33,11 @@ struct ve_shim_config {
 	uint32_t max_ops;   /* VE_MAX_OPS */
 	uint32_t window;    /* VE_WINDOW: pipelining window per logical stream */
 	uint32_t pipe_budget; /* VE_PIPE_BUDGET: pipelined ops per stream between bindings when shared */
+	uint32_t per_op;       /* VE_BIND=op: per-op binding (the paper's strict mode) */
+	uint64_t tick_us;      /* VE_TICK_US: grant ticks (embedded coordinator) */
+	uint64_t ahead_us;     /* VE_AHEAD_US: submit-ahead bound per lane (grant mode) */
+	uint32_t mark_every;   /* VE_MARK_EVERY: a completion marker every N ops */
+	uint64_t sync_spin_us; /* VE_SYNC_SPIN_US: a waiting thread spins this long first */
 	uint32_t latency;   /* VE_CLASS=latency */
 	char trace[512];    /* VE_TRACE */
 	char profile[512];  /* VE_PROFILE */
@@ -47,9 +52,7 @@ struct ve_shim {
 	CUcontext ctx; /* the virtualized (primary) context */
 	struct ve_vctx *v;
 	struct ve_backend *backend;
-	struct ve_coord *coord;
-	struct ve_dispatcher *disp;
-	struct ve_trace *trace;
+	struct ve_runtime *rt; /* the device's stack: dispatcher, link, trace */
 	uint64_t init_ns;
 };
 
@@ -117,7 +120,7 @@ CUresult ve__cu_error(int rc);
 /* Sticky device error of the vctx as the CUresult the app should see. */
 CUresult ve__sticky(void);
 
-/* ---- barrier pass-through (DESIGN.md section 4) ---- */
+/* ---- barrier pass-through (docs/semantics.md, "The table": O) ---- */
 /* Waits until the logical work before this point on t's stream is done. */
 CUresult ve__barrier_begin(const struct ve_target *t);
 /* After the real call was enqueued on t->real: later logical work on the

@@ -4,7 +4,7 @@
  * and their streams.
  *
  * SM topology. With 132 SMs the fake reproduces what the H200 reports
- * (shared/notes/gpu-facts.md of the project): leaves of 8 SMs are TPC pairs
+ * (docs/architecture.md, "GPU facts the code relies on"): leaves of 8 SMs are TPC pairs
  * spread over four GPCs, leaf 0 = {0,1,16,17,32,33,48,49}, ..., leaf 8 =
  * {64,65,78,79,92,93,106,107}, ..., remainder 120..131. Other SM counts use
  * SM ids in order. A split takes consecutive runs of the input's SMs in this

@@ -27,7 +27,7 @@
  * entry point aborts on -1; tests/unit/test_fuzz_records.c drives the same
  * function without libFuzzer (define VE_FUZZ_NO_ENTRY before including this).
  */
-#include "dispatch/serve.h"
+#include "ved/server.h"
 #include "ipc/ctl.h"
 #include "ipc/proto.h"
 #include "pool/pool.h"

@@ -5,7 +5,8 @@
  * repository root:
  *
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include \
- *       tests/gpu/gpu_backend_check.c src/backend/cuda.c src/shim/real.c \
+ *       tests/gpu/gpu_backend_check.c src/backend/cuda.c src/backend/cuda_driver.c \
+ *       src/backend/cuda_driver_ptsz.c \
  *       src/pool/pool.c src/util/log.c -o gpu_backend_check -pthread -ldl -lm -lrt
  *   ./gpu_backend_check
  *
@@ -28,7 +29,7 @@
 #include "backend/cuda.h"
 #include "backend/cuda_desc.h"
 #include "pool/pool.h"
-#include "shim/real.h"
+#include "backend/cuda_driver.h"
 #include "util/util.h"
 
 #include <errno.h>

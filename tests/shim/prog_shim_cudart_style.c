@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Finds the driver the way libcudart does (shared/notes/gpu-facts.md,
- * "Interception"): it never calls a cu* symbol directly. It dlopen()s
+ * Finds the driver the way libcudart does (docs/architecture.md, "GPU
+ * facts the code relies on"): it never calls a cu* symbol directly. It dlopen()s
  * "libcuda.so.1", dlsym()s "cuGetProcAddress_v2" (and the pre-12.5
  * "cuGetProcAddress"), then asks it for every entry point it uses, with
  * cudaVersion 13000 and the legacy or per-thread-default-stream flag, and

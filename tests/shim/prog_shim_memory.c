@@ -15,7 +15,8 @@
  *     synchronize with the host (they return while earlier work is held);
  *   - sync memsets of pinned host memory are synchronous;
  *   - async copies between device and pageable memory "might be synchronous";
- *     what real drivers do and Vitamin-E keeps (DESIGN.md section 5) is checked:
+ *     what real drivers do and Vitamin-E keeps (docs/semantics.md, "The
+ *     table") is checked:
  *     a pageable source may be reused when cuMemcpyHtoDAsync returns, and
  *     cuMemcpyDtoHAsync into pageable memory has completed when it returns;
  *   - async copies with pinned memory are asynchronous and stream-ordered.

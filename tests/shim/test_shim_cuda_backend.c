@@ -16,7 +16,7 @@
  */
 #include "backend/cuda.h"
 #include "backend/cuda_desc.h"
-#include "shim/real.h"
+#include "backend/cuda_driver.h"
 #include "util/util.h"
 
 #include "../fakecuda/fakecuda.h"
@@ -458,7 +458,8 @@ VE_TEST(entries_leaves_unions_whole)
 	}
 	for (int s = 0; s < 132; s++)
 		VE_CHECK(owner[s] != 0xff);
-	/* The H200's leaf 0 (shared/notes/gpu-facts.md), which the fake reproduces. */
+	/* The H200's leaf 0 (docs/architecture.md, "GPU facts the code relies on"),
+	 * which the fake reproduces. */
 	static const uint32_t leaf0[] = {0, 1, 16, 17, 32, 33, 48, 49};
 	for (int k = 0; k < 8; k++)
 		VE_CHECK_EQ(leaf_ids[0][k], leaf0[k]);

@@ -6,15 +6,18 @@
  * link (start_runtime picks it: VE_DAEMON, or ved's socket found at the
  * default path).
  *   shim_ved_found      ved found at the default path ($XDG_RUNTIME_DIR),
- *                       every launch bound by ved, BYE at exit
+ *                       every launch bound by ved, BYE at exit; VE_PROFILE_OUT
+ *                       saves the profile ved measured
  *   shim_ved_two        two programs at once: two clients of one ved
  *   shim_ved_dies       ved killed mid-run: the program finishes correctly in
  *                       safe mode
- *   shim_ved_knob       VE_DAEMON=0 forces embedded; a bad VE_DAEMON is refused
+ *   shim_ved_knob       VE_DAEMON=0 forces embedded (VE_PROFILE_OUT saves the
+ *                       embedded coordinator's profile); a bad VE_DAEMON is refused
  * Needs $VE_BUILD/ved, libve.so, the fake libcuda and the programs; skips
  * otherwise.
  */
 #include "../harness.h"
+#include "../unit/ved_helper.h"
 #include "shim_harness.h"
 
 #include "ipc/ctl.h"
@@ -28,19 +31,9 @@ static int stop_ved(void)
 {
 	if (g_ved_pid <= 0)
 		return 0;
-	kill(g_ved_pid, SIGTERM);
-	for (int i = 0; i < 300; i++) {
-		int st;
-		if (waitpid(g_ved_pid, &st, WNOHANG) == g_ved_pid) {
-			g_ved_pid = 0;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		usleep(10000);
-	}
-	kill(g_ved_pid, SIGKILL);
-	waitpid(g_ved_pid, NULL, 0);
+	int rc = vh_stop(g_ved_pid);
 	g_ved_pid = 0;
-	return -1;
+	return rc;
 }
 
 static void at_exit(void)
@@ -52,6 +45,8 @@ static void at_exit(void)
 	rmdir(g_xdg);
 }
 
+/* ved on $XDG_RUNTIME_DIR/vitamin-e/ved-0.sock of a folder of our own: where
+ * the shim looks for it by default. */
 static bool start_ved(void)
 {
 	static bool registered;
@@ -60,39 +55,18 @@ static bool start_ved(void)
 		registered = true;
 	}
 	stop_ved();
-	snprintf(g_ved, sizeof(g_ved), "%s/ved", sh_build);
-	if (access(g_ved, X_OK) != 0)
+	if (!vh_find(sh_build, g_ved, sizeof(g_ved)))
 		return false;
-	/* $TMPDIR unless it is too long for a socket path below it. */
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > 60)
-		tmp = "/tmp";
-	snprintf(g_xdg, sizeof(g_xdg), "%s/ve-test-shim-ved-%d", tmp, (int)getpid());
+	snprintf(g_xdg, sizeof(g_xdg), "%s/ve-test-shim-ved-%d", vh_tmpdir(), (int)getpid());
 	mkdir(g_xdg, 0700);
 	char dir[200];
 	snprintf(dir, sizeof(dir), "%s/vitamin-e", g_xdg);
 	mkdir(dir, 0700);
 	snprintf(g_sock, sizeof(g_sock), "%s/ved-0.sock", dir);
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open("/dev/null", O_WRONLY);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		setenv("VE_VED_CHECK", "1", 1);
-		setenv("VE_VED_POLICY", "tput", 1);
-		execl(g_ved, "ved", "--socket", g_sock, "--config", "/dev/null", (char *)NULL);
-		_exit(127);
-	}
-	g_ved_pid = pid;
-	for (int i = 0; i < 300; i++) {
-		int fd = ve_ctl_connect(g_sock);
-		if (fd >= 0) {
-			close(fd);
-			return true;
-		}
-		usleep(10000);
-	}
-	return false;
+	const char *env[] = {"VE_VED_CHECK=1", "VE_VED_POLICY=tput", NULL};
+	pid_t pid = vh_start(g_ved, g_sock, NULL, env);
+	g_ved_pid = pid > 0 ? pid : 0;
+	return pid > 0;
 }
 
 static union {
@@ -118,6 +92,27 @@ static const struct ve_ctl_status *status(void)
 }
 
 static struct sh_result g_res, g_res2;
+
+/* Keys with at least one measured time in a saved profile ("k <key> <ns|->..."). */
+static int profile_measured(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *t = strtok_r(line, " \n", &save);
+		if (!t || strcmp(t, "k") != 0 || !strtok_r(NULL, " \n", &save))
+			continue;
+		bool measured = false;
+		while ((t = strtok_r(NULL, " \n", &save)))
+			measured |= *t >= '0' && *t <= '9';
+		n += measured;
+	}
+	fclose(f);
+	return n;
+}
 
 /* The tests of each program that hold under the shim (test_shim_semantics.c
  * lists the known deviations, e.g. prog_shim_streams' "progress"). */
@@ -155,6 +150,11 @@ VE_TEST(shim_ved_found)
 	NEED_VED();
 	struct sh_opts o;
 	opts_for(&o, false); /* found at $XDG_RUNTIME_DIR/vitamin-e/ved-0.sock */
+	/* The profile saved at exit is the one ved measured and decided with. */
+	char prof[300], prof_env[320];
+	snprintf(prof, sizeof(prof), "%s/profile-ved.txt", g_xdg);
+	snprintf(prof_env, sizeof(prof_env), "VE_PROFILE_OUT=%s", prof);
+	o.env[3] = prof_env;
 	const char *argv[] = {prog, STREAMS_TESTS, NULL};
 	sh_run(argv, &o, &g_res);
 	if (g_res.rc || !strstr(g_res.out, "coordinator: ved at"))
@@ -162,6 +162,9 @@ VE_TEST(shim_ved_found)
 	VE_CHECK_EQ(g_res.rc, 0);
 	VE_CHECK(strstr(g_res.out, "coordinator: ved at") != NULL);
 	VE_CHECK(strstr(g_res.out, "bound by ved") != NULL);
+	int measured = profile_measured(prof);
+	unlink(prof);
+	VE_CHECK_MSG(measured > 0, "VE_PROFILE_OUT under ved: %d measured keys", measured);
 	const struct ve_ctl_status *s = status();
 	VE_CHECK(s != NULL);
 	printf("# ved: %llu bindings, %llu completions, %llu joined, %llu left\n",
@@ -217,7 +220,15 @@ VE_TEST(shim_ved_dies)
 	NEED_VED();
 	pid_t killer = fork();
 	if (killer == 0) {
-		usleep(150000);
+		/* Once the program is ved's client (a slow start under a sanitizer
+		 * must not find ved dead already), and a little after. */
+		for (int i = 0; i < 1000; i++) {
+			const struct ve_ctl_status *st = status();
+			if (st && st->nclients > 0)
+				break;
+			usleep(10000);
+		}
+		usleep(50000);
 		kill(g_ved_pid, SIGKILL);
 		_exit(0);
 	}
@@ -243,12 +254,20 @@ VE_TEST(shim_ved_knob)
 	struct sh_opts o;
 	opts_for(&o, false);
 	o.env[2] = "VE_DAEMON=0";
+	char prof[300], prof_env[320];
+	snprintf(prof, sizeof(prof), "%s/profile-embedded.txt", g_xdg);
+	snprintf(prof_env, sizeof(prof_env), "VE_PROFILE_OUT=%s", prof);
+	o.env[3] = prof_env;
 	const char *argv[] = {prog, STREAMS_TESTS, NULL};
 	sh_run(argv, &o, &g_res);
 	if (g_res.rc)
 		sh_dump(&g_res);
 	VE_CHECK_EQ(g_res.rc, 0);
 	VE_CHECK(strstr(g_res.out, "coordinator: embedded (VE_DAEMON=0)") != NULL);
+	int measured = profile_measured(prof);
+	unlink(prof);
+	VE_CHECK_MSG(measured > 0, "VE_PROFILE_OUT embedded: %d measured keys", measured);
+	o.env[3] = NULL;
 	const struct ve_ctl_status *s = status();
 	VE_CHECK(s && s->joined == 0);
 	o.env[2] = "VE_DAEMON=relative/path";

@@ -50,12 +50,13 @@
  */
 #include "../harness.h"
 #include "refmodel.h"
+#include "workload.h"
 
 #include "backend/sim.h"
 #include "core/vctx.h"
-#include "dispatch/coord.h"
-#include "dispatch/dispatcher.h"
+#include "coord/coord.h"
 #include "pool/pool.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -77,29 +78,10 @@
 #define MAX_EVENTS  6
 #define MAX_RUNNING 2048
 
-_Static_assert(MAX_CALLS < RM_MAX_OPS, "one op per call at most");
+_Static_assert(MAX_CALLS <= WL_MAX_CALLS, "calls fit a program");
 
 static const char *const all_policies[] = {"chaos", "tput", "tpot", "fixed", "whole"};
 #define NPOL ((int)VE_ARRAY_SIZE(all_policies))
-
-enum call_kind { C_WORK, C_RECORD, C_WAIT, C_SQUERY, C_EQUERY };
-enum work_kind { W_KERNEL, W_COOP, W_COPY, W_MEMSET, W_HOST };
-
-struct shape {
-	uint32_t grid, threads, min_sms;
-};
-/* 256 threads: 8 blocks per SM in the sim and in the default profile model. */
-static const struct shape kshapes[] = {
-    {1, 128, 0}, {16, 256, 0}, {132, 256, 0}, {528, 256, 0}, {1056, 128, 0}, {4096, 256, 0},
-};
-/* Cooperative: every block resident, so at least grid / 8 SMs. */
-static const struct shape cshapes[] = {{128, 256, 16}, {256, 256, 32}};
-
-struct call {
-	uint8_t kind, sub, shape;
-	int16_t s, e, op;
-	rm_set req; /* queries: ops that must be complete */
-};
 
 struct opst {
 	uint8_t nsub, nstart, nend, ncomp, nhost, nbind;
@@ -111,13 +93,9 @@ struct opst {
 
 struct client {
 	int id;
-	struct rm_model m;
-	struct call c[MAX_CALLS];
-	int ncalls, pc;
-	uint64_t skey[RM_MAX_STREAMS];
-	int8_t sprio[RM_MAX_STREAMS];
-	rm_set ext, done, ended; /* done: completion seen by the dispatcher; ended: by the sim */
-	uint8_t wk[RM_MAX_OPS], shp[RM_MAX_OPS];
+	struct wl_prog p; /* its program (workload.h) */
+	int pc;
+	rm_set done, ended; /* done: completion seen by the dispatcher; ended: by the sim */
 	struct opst os[RM_MAX_OPS];
 	ve_tok tok[RM_MAX_OPS];
 	ve_stream sh[RM_MAX_STREAMS];
@@ -154,7 +132,8 @@ struct run {
 	uint32_t detach_wait;
 	struct client cl[MAX_CLIENTS];
 	struct ve_backend *b;
-	struct ve_coord *co;
+	struct ve_runtime *rt;
+	struct ve_coord *co; /* the runtime's embedded coordinator, for inspection */
 	struct ve_dispatcher *d;
 	const struct ve_pool *pool;
 	uint64_t bind_seq;
@@ -174,10 +153,7 @@ static struct {
 	    pipelined, local_binds, grant_changes, deferred;
 } g_tot;
 
-static uint32_t rnd(uint64_t *r, uint32_t n)
-{
-	return n ? (uint32_t)(((ve_test_rand(r) >> 32) * (uint64_t)n) >> 32) : 0;
-}
+#define rnd wl_rnd
 
 static void fail_run(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -201,116 +177,22 @@ static uint64_t code_of(int client, int op)
 	return ((uint64_t)(client + 1) << 16) | (uint64_t)(op + 1);
 }
 
-static int pick_stream(struct client *cl, uint64_t *r, int legacy_pct)
-{
-	if ((int)rnd(r, 100) < legacy_pct || cl->m.nstreams == 1)
-		return 0;
-	return 1 + (int)rnd(r, (uint32_t)cl->m.nstreams - 1);
-}
+static const struct wl_mix mix = {.kernel = 40, .coop = 48, .copy = 68, .memset = 80};
 
 static void gen_client(struct client *cl, int id, uint64_t *r)
 {
-	struct rm_model *m = &cl->m;
 	memset(cl, 0, sizeof(*cl));
 	cl->id = id;
-	rm_init(m);
-	for (int i = (int)rnd(r, 4); i >= 0; i--) {
-		int s = rm_stream_create(m, rnd(r, 3) == 0);
-		cl->sprio[s] = (int8_t) - (int)rnd(r, 3);
-	}
-	if (rnd(r, 2))
-		rm_stream_per_thread(m, 0x100 + (uint64_t)id);
-	for (int s = 1; s < m->nstreams; s++)
-		cl->skey[s] = m->st[s].thread_key;
-	for (int i = 1 + (int)rnd(r, MAX_EVENTS - 1); i > 0; i--)
-		rm_event_create(m, rnd(r, 3) != 0);
+	wl_prog_init(&cl->p, r, 0x100 + (uint64_t)id, MAX_EVENTS);
 	int target = 30 + (int)rnd(r, MAX_CALLS - 30);
-	int legacy_pct = (int)rnd(r, 30);
-	while (cl->ncalls < target) {
-		struct call *c = &cl->c[cl->ncalls];
-		memset(c, 0, sizeof(*c));
-		c->s = (int16_t)pick_stream(cl, r, legacy_pct);
-		c->e = (int16_t)rnd(r, (uint32_t)m->nevents);
-		c->op = RM_NONE;
-		uint32_t x = rnd(r, 100);
-		if (x < 62) {
-			uint32_t w = rnd(r, 100);
-			c->kind = C_WORK;
-			c->sub = w < 40	  ? W_KERNEL
-				 : w < 48 ? W_COOP
-				 : w < 68 ? W_COPY
-				 : w < 80 ? W_MEMSET
-					  : W_HOST;
-			c->shape = (uint8_t)(c->sub == W_COOP ? rnd(r, VE_ARRAY_SIZE(cshapes))
-							      : rnd(r, VE_ARRAY_SIZE(kshapes)));
-			c->op = (int16_t)rm_work(m, c->s);
-			rm_set_add(&cl->ext, c->op);
-			cl->wk[c->op] = c->sub;
-			cl->shp[c->op] = c->shape;
-		} else if (x < 76) {
-			c->kind = C_RECORD;
-			c->op = (int16_t)rm_event_record(m, c->e, c->s);
-			if (m->op[c->op].external)
-				rm_set_add(&cl->ext, c->op);
-		} else if (x < 90) {
-			c->kind = C_WAIT;
-			c->op = (int16_t)rm_stream_wait_event(m, c->s, c->e);
-		} else if (x < 95) {
-			c->kind = C_SQUERY;
-			rm_required_stream(m, c->s, &c->req);
-		} else {
-			c->kind = C_EQUERY;
-			rm_required_event(m, c->e, &c->req);
-		}
-		cl->ncalls++;
-	}
+	wl_prog_calls(&cl->p, r, target, &mix, false);
 }
 
 static void host_fn(void *arg);
 
 static void build_desc(const struct client *cl, int op, struct ve_desc *d)
 {
-	memset(d, 0, sizeof(*d));
-	uint64_t code = code_of(cl->id, op);
-	switch (cl->wk[op]) {
-	case W_KERNEL:
-	case W_COOP: {
-		const struct shape *sp =
-		    cl->wk[op] == W_COOP ? &cshapes[cl->shp[op]] : &kshapes[cl->shp[op]];
-		d->kind = VE_OP_KERNEL;
-		d->u.k.fn = 0x1000 + cl->shp[op] + (cl->wk[op] == W_COOP ? 100 : 0);
-		d->u.k.name_id = code;
-		d->u.k.grid = (struct ve_dim3){sp->grid, 1, 1};
-		d->u.k.block = (struct ve_dim3){sp->threads, 1, 1};
-		if (cl->wk[op] == W_COOP) {
-			d->flags |= VE_DESC_COOPERATIVE;
-			d->u.k.min_sms = sp->min_sms;
-			d->u.k.blocks_per_sm = 8;
-		}
-		break;
-	}
-	case W_COPY:
-		d->kind = VE_OP_MEMCPY;
-		d->u.cp.dst = 0x100000;
-		d->u.cp.src = code;
-		d->u.cp.bytes = 4096ull << (op % 6);
-		d->u.cp.dir = 1;
-		break;
-	case W_MEMSET:
-		d->kind = VE_OP_MEMSET;
-		d->u.ms.dst = 0x200000;
-		d->u.ms.value = code;
-		d->u.ms.width = 1024;
-		d->u.ms.height = 1;
-		d->u.ms.pitch = 1024;
-		d->u.ms.elem_size = 4;
-		break;
-	default:
-		d->kind = VE_OP_HOST_FN;
-		d->u.host.fn = host_fn;
-		d->u.host.arg = (void *)(uintptr_t)code;
-		break;
-	}
+	wl_build_desc(cl->p.wk[op], cl->p.shp[op], code_of(cl->id, op), op, host_fn, d);
 }
 
 /* ------------------------------------------------------------------ tracking */
@@ -318,8 +200,8 @@ static void build_desc(const struct client *cl, int op, struct ve_desc *d)
 static struct client *client_of_code(struct run *r, uint64_t code, int *op)
 {
 	int c = (int)(code >> 16) - 1, o = (int)(code & 0xffff) - 1;
-	if (c < 0 || c >= r->nclients || o < 0 || o >= r->cl[c].m.nops ||
-	    !rm_set_has(&r->cl[c].ext, o))
+	if (c < 0 || c >= r->nclients || o < 0 || o >= r->cl[c].p.m.nops ||
+	    !rm_set_has(&r->cl[c].p.ext, o))
 		return NULL;
 	*op = o;
 	return &r->cl[c];
@@ -348,7 +230,7 @@ static struct client *client_of_desc(struct run *r, const struct ve_desc *d, int
 static int first_missing_in(const struct client *cl, const rm_set *need, const rm_set *have)
 {
 	for (int w = 0; w < RM_WORDS; w++) {
-		uint64_t miss = need->w[w] & cl->ext.w[w] & ~have->w[w];
+		uint64_t miss = need->w[w] & cl->p.ext.w[w] & ~have->w[w];
 		if (miss)
 			return w * 64 + __builtin_ctzll(miss);
 	}
@@ -363,7 +245,7 @@ static int first_missing(const struct client *cl, const rm_set *need)
 /* (c): late binding and H. */
 static void check_preds(struct run *r, struct client *cl, int op, const char *what)
 {
-	int miss = first_missing(cl, &cl->m.anc[op]);
+	int miss = first_missing(cl, &cl->p.m.anc[op]);
 	if (miss != RM_NONE)
 		fail_run(r, "client %d op%d %s before its predecessor op%d completed", cl->id, op,
 			 what, miss);
@@ -373,8 +255,8 @@ static void check_preds(struct run *r, struct client *cl, int op, const char *wh
  * predecessors, all on its own lane (whose FIFO order keeps the edges). */
 static void check_preds_pipelined(struct run *r, struct client *cl, int op, uint32_t lane)
 {
-	for (int a = 0; a < cl->m.nops; a++) {
-		if (!rm_set_has(&cl->m.anc[op], a) || !rm_set_has(&cl->ext, a) ||
+	for (int a = 0; a < cl->p.m.nops; a++) {
+		if (!rm_set_has(&cl->p.m.anc[op], a) || !rm_set_has(&cl->p.ext, a) ||
 		    rm_set_has(&cl->done, a))
 			continue;
 		if (cl->os[a].nsub != 1 || cl->os[a].lane != lane) {
@@ -390,7 +272,7 @@ static void check_preds_pipelined(struct run *r, struct client *cl, int op, uint
 /* (c) on the device: nothing starts before every predecessor ended. */
 static void check_preds_ended(struct run *r, struct client *cl, int op)
 {
-	int miss = first_missing_in(cl, &cl->m.anc[op], &cl->ended);
+	int miss = first_missing_in(cl, &cl->p.m.anc[op], &cl->ended);
 	if (miss != RM_NONE)
 		fail_run(r, "client %d op%d started before its predecessor op%d ended", cl->id, op,
 			 miss);
@@ -453,10 +335,11 @@ static void on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 	 * bound ones) was pipelined: behind its predecessor, on that entry. */
 	o->entry = VE_LANE_ENTRY(lane);
 	o->bind_seq = ++r->bind_seq;
-	if (r->o.grant && on_entry) {
-		/* Grant mode: only on the client's grant as the coordinator has it
-		 * (the dispatcher read it at the start of this pass; grants change
-		 * at the tick that ends a pass). */
+	if (r->o.grant && on_entry && compute) {
+		/* Grant mode: kernels only on the client's grant as the coordinator
+		 * has it (the dispatcher read it at the start of this pass; grants
+		 * change at the tick that ends a pass). A copy may still follow its
+		 * kernel on an entry whose grant ended: it needs no SMs. */
 		uint16_t ge;
 		uint64_t gen;
 		ve_coord_grant(r->co, client, &ge, &gen);
@@ -464,7 +347,7 @@ static void on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 			fail_run(r, "client %d op%d (%s) submitted on entry %u, its grant is %d",
 				 cl->id, op, ve_op_kind_name(d->kind), o->entry,
 				 ge == VE_POOL_NONE ? -1 : (int)ge);
-		uint32_t need = cl->wk[op] == W_COOP ? cshapes[cl->shp[op]].min_sms : 1;
+		uint32_t need = cl->p.wk[op] == W_COOP ? wl_cshapes[cl->p.shp[op]].min_sms : 1;
 		if (compute && r->pool->e[o->entry].sms < need)
 			fail_run(r, "client %d op%d needs %u SMs, submitted on entry %u of %u",
 				 cl->id, op, need, o->entry, r->pool->e[o->entry].sms);
@@ -506,7 +389,7 @@ static void on_bind(void *arg, const struct ve_binding *b, uint32_t lane)
 		return;
 	}
 	const struct ve_pool_entry *pe = &r->pool->e[b->entry];
-	uint32_t need = cl->wk[op] == W_COOP ? cshapes[cl->shp[op]].min_sms : 1;
+	uint32_t need = cl->p.wk[op] == W_COOP ? wl_cshapes[cl->p.shp[op]].min_sms : 1;
 	if (pe->sms < need)
 		fail_run(r, "client %d op%d needs %u SMs, bound to entry %u of %u", cl->id, op,
 			 need, b->entry, pe->sms);
@@ -533,7 +416,7 @@ static void on_complete(void *arg, uint32_t client, ve_tok tok, uint32_t lane, i
 	/* A token is live until its completion, so exactly one submitted and not
 	 * yet completed op of this client carries it. */
 	int op = RM_NONE;
-	for (int i = 0; i < cl->m.nops; i++)
+	for (int i = 0; i < cl->p.m.nops; i++)
 		if (cl->os[i].nsub == 1 && cl->os[i].ncomp == 0 && cl->tok[i] == tok) {
 			if (op != RM_NONE)
 				fail_run(r, "client %u: two live ops with token %#llx", client,
@@ -671,7 +554,7 @@ static void on_event(void *arg, const struct ve_sim_event *ev)
 
 /* ------------------------------------------------------------------ calls */
 
-static void check_query(struct run *r, struct client *cl, const struct call *c, int rc)
+static void check_query(struct run *r, struct client *cl, const struct wl_call *c, int rc)
 {
 	int miss = first_missing(cl, &c->req);
 	r->queries++;
@@ -690,7 +573,7 @@ static void check_query(struct run *r, struct client *cl, const struct call *c, 
 
 static void issue(struct run *r, struct client *cl)
 {
-	const struct call *c = &cl->c[cl->pc++];
+	const struct wl_call *c = &cl->p.c[cl->pc++];
 	int rc = 0;
 	switch (c->kind) {
 	case C_WORK: {
@@ -702,7 +585,7 @@ static void issue(struct run *r, struct client *cl)
 	case C_RECORD:
 		rc =
 		    ve_vctx_event_record(cl->v, cl->eh[c->e], cl->sh[c->s], code_of(cl->id, c->op));
-		if (rc == 0 && rm_set_has(&cl->ext, c->op))
+		if (rc == 0 && rm_set_has(&cl->p.ext, c->op))
 			rc = ve_vctx_event_generation(cl->v, cl->eh[c->e], NULL, &cl->tok[c->op]);
 		break;
 	case C_WAIT:
@@ -736,18 +619,18 @@ static void print_listing(const struct run *r)
 	}
 	for (int c = 0; c < r->nclients; c++) {
 		const struct client *cl = &r->cl[c];
-		fprintf(stderr, "client %d: %d calls (%d issued), %d ops%s\n", c, cl->ncalls,
-			cl->pc, cl->m.nops, cl->detached ? ", detached" : "");
-		for (int i = 0; i < cl->m.nops; i++) {
-			if (!rm_set_has(&cl->ext, i))
+		fprintf(stderr, "client %d: %d calls (%d issued), %d ops%s\n", c, cl->p.ncalls,
+			cl->pc, cl->p.m.nops, cl->detached ? ", detached" : "");
+		for (int i = 0; i < cl->p.m.nops; i++) {
+			if (!rm_set_has(&cl->p.ext, i))
 				continue;
 			const struct opst *o = &cl->os[i];
 			fprintf(stderr, "  ");
-			rm_print_op(&cl->m, i, stderr);
+			rm_print_op(&cl->p.m, i, stderr);
 			fprintf(stderr,
 				" wk=%d sub=%u bind=%u start=%u end=%u comp=%u host=%u entry=%u%s "
 				"st=%d\n",
-				cl->wk[i], o->nsub, o->nbind, o->nstart, o->nend, o->ncomp,
+				cl->p.wk[i], o->nsub, o->nbind, o->nstart, o->nend, o->ncomp,
 				o->nhost, o->entry, o->shared ? " shared" : "", o->status);
 		}
 	}
@@ -810,7 +693,7 @@ static uint32_t victim_inflight(const struct run *r)
 {
 	const struct client *cl = &r->cl[r->victim];
 	uint32_t n = 0;
-	for (int i = 0; i < cl->m.nops; i++)
+	for (int i = 0; i < cl->p.m.nops; i++)
 		n += cl->os[i].nsub - cl->os[i].ncomp;
 	return n;
 }
@@ -844,11 +727,11 @@ static void drive(struct run *r, uint64_t *rng)
 			struct client *cl = &r->cl[c];
 			if (cl->detached)
 				continue;
-			for (int k = (int)rnd(rng, 5); k > 0 && cl->pc < cl->ncalls; k--) {
+			for (int k = (int)rnd(rng, 5); k > 0 && cl->pc < cl->p.ncalls; k--) {
 				issue(r, cl);
 				issued = true;
 			}
-			all_issued &= cl->pc == cl->ncalls;
+			all_issued &= cl->pc == cl->p.ncalls;
 		}
 		if (!r->armed && r->bind_seq >= 10) {
 			/* Faults relative to now, once work is flowing. */
@@ -862,7 +745,7 @@ static void drive(struct run *r, uint64_t *rng)
 			if (r->o.fail_exec_nth)
 				ve_sim_fail_exec(r->b, r->o.fail_exec_nth, 0);
 		}
-		if (r->o.detach && r->cl[r->victim].pc == r->cl[r->victim].ncalls)
+		if (r->o.detach && r->cl[r->victim].pc == r->cl[r->victim].p.ncalls)
 			r->detach_due = true; /* a victim with few kernels: at its end */
 		/* Detach while the victim has ready ops in the coordinator, if that
 		 * happens soon, so they are dropped. */
@@ -923,11 +806,11 @@ static void final_checks(struct run *r)
 	int faulted = -1;
 	for (int c = 0; c < r->nclients && !r->failed; c++) {
 		struct client *cl = &r->cl[c];
-		for (int i = 0; i < cl->m.nops && !r->failed; i++) {
-			if (!rm_set_has(&cl->ext, i))
+		for (int i = 0; i < cl->p.m.nops && !r->failed; i++) {
+			if (!rm_set_has(&cl->p.ext, i))
 				continue;
 			const struct opst *o = &cl->os[i];
-			bool host = cl->wk[i] == W_HOST && r->cl[c].m.op[i].kind == RM_OP_WORK;
+			bool host = cl->p.wk[i] == W_HOST && r->cl[c].p.m.op[i].kind == RM_OP_WORK;
 			if (o->status) {
 				if (faulted >= 0 && faulted != c)
 					fail_run(r, "faults in two clients");
@@ -1065,64 +948,62 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 	struct ve_gpu_info gi;
 	r->b->ops->info(r->b, &gi);
 	char err[256];
-	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
-				     .nleaves = gi.nleaves,
-				     .max_clients = 8,
-				     .policy = policy,
-				     .seed = seed,
-				     .per_op = !o->grant,
-				     /* virtual ns: from a tick per pass to a few per run */
-				     .tick_ns = o->grant ? 1 + rnd(&rng, 200000) : 0,
-				     .log_decisions = getenv("VE_DT_LOG") != NULL};
-	rc = ve_coord_create(&cc, &r->co, err, sizeof(err));
-	VE_CHECK_MSG(rc == 0, "coordinator (%s): %s", policy, err);
-	r->pool = ve_coord_pool(r->co);
-	struct ve_dispatcher_config dc = {.backend = r->b,
-					  .coord = r->co,
-					  .lanes_per_entry = 1 + rnd(&rng, 4),
-					  .copy_lanes = 1 + rnd(&rng, 4),
-					  .max_inflight = 4096,
-					  .window = o->window,
-					  .ahead_ns = o->grant && rnd(&rng, 4) ? 1 + rnd(&rng, 300000) : 0,
-					  .ahead_max = 1 + rnd(&rng, 64),
-					  .mark_every = 1 + rnd(&rng, 16),
-					  .idle_flush_ns = 1 + rnd(&rng, 50000),
-					  .host_inline = true,
-					  .on_submit = on_submit,
-					  .on_complete = on_complete,
-					  .on_bind = on_bind,
-					  .observer_arg = r};
-	rc = ve_dispatcher_create(&dc, &r->d);
-	VE_CHECK_EQ(rc, 0);
+	struct ve_runtime_config rcfg = {.daemon = "0",
+					 .policy = policy,
+					 .max_clients = 8,
+					 .seed = seed,
+					 .log_decisions = getenv("VE_DT_LOG") != NULL,
+					 .per_op = !o->grant,
+					 /* virtual ns: from a tick per pass to a few per run */
+					 .tick_ns = o->grant ? 1 + rnd(&rng, 200000) : 0,
+					 .dispatch = {.lanes_per_entry = 1 + rnd(&rng, 4),
+						      .copy_lanes = 1 + rnd(&rng, 4),
+						      .max_inflight = 4096,
+						      .window = o->window,
+						      .ahead_ns = o->grant && rnd(&rng, 4)
+								      ? 1 + rnd(&rng, 300000)
+								      : 0,
+						      .ahead_max = 1 + rnd(&rng, 64),
+						      .mark_every = 1 + rnd(&rng, 16),
+						      .idle_flush_ns = 1 + rnd(&rng, 50000),
+						      .host_inline = true,
+						      .on_submit = on_submit,
+						      .on_complete = on_complete,
+						      .on_bind = on_bind,
+						      .observer_arg = r}};
+	rc = ve_runtime_create(&rcfg, r->b, &r->rt, err, sizeof(err));
+	VE_CHECK_MSG(rc == 0, "runtime (%s): %s", policy, err);
+	r->co = ve_runtime_coord(r->rt);
+	r->d = ve_runtime_dispatcher(r->rt);
+	r->pool = ve_runtime_pool(r->rt);
 	bool tpot = strncmp(policy, "tpot", 4) == 0;
 	for (int c = 0; c < r->nclients; c++) {
 		struct client *cl = &r->cl[c];
 		struct ve_vctx_config vc = {.client_id = (uint32_t)c, .max_ops = 2048};
 		VE_CHECK_EQ(ve_vctx_create(&vc, &cl->v), 0);
-		for (int s = 1; s < cl->m.nstreams; s++) {
-			int k = cl->m.st[s].kind;
+		for (int s = 1; s < cl->p.m.nstreams; s++) {
+			int k = cl->p.m.st[s].kind;
 			if (k == RM_PER_THREAD)
-				rc = ve_vctx_stream_per_thread(cl->v, cl->skey[s], &cl->sh[s]);
+				rc = ve_vctx_stream_per_thread(cl->v, cl->p.skey[s], &cl->sh[s]);
 			else
 				rc = ve_vctx_stream_create(cl->v,
 							   k == RM_NONBLOCKING
 							       ? VE_STREAM_NON_BLOCKING
 							       : VE_STREAM_DEFAULT,
-							   cl->sprio[s], &cl->sh[s]);
+							   cl->p.sprio[s], &cl->sh[s]);
 			VE_CHECK_EQ(rc, 0);
 		}
-		for (int e = 0; e < cl->m.nevents; e++)
+		for (int e = 0; e < cl->p.m.nevents; e++)
 			VE_CHECK_EQ(ve_vctx_event_create(cl->v,
-							 cl->m.ev[e].timing
+							 cl->p.m.ev[e].timing
 							     ? VE_EVENT_DEFAULT
 							     : VE_EVENT_DISABLE_TIMING,
 							 &cl->eh[e]),
 				    0);
 		/* Under tpot client 0 is a latency-class client (decode). */
-		VE_CHECK_EQ(ve_dispatcher_attach(r->d, cl->v, (uint32_t)c,
-						 tpot && c == 0 ? VE_READY_LATENCY : 0),
+		VE_CHECK_EQ(ve_runtime_attach(r->rt, cl->v, (uint32_t)c,
+					      tpot && c == 0 ? VE_READY_LATENCY : 0),
 			    0);
-		ve_vctx_set_notify(cl->v, ve_dispatcher_notify, r->d);
 	}
 	if (o->detach) {
 		r->victim = tpot ? 0 : (int)rnd(&rng, (uint32_t)r->nclients);
@@ -1142,17 +1023,16 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 	}
 	g_tot.runs++;
 	for (int c = 0; c < r->nclients; c++)
-		g_tot.ops += (uint64_t)r->cl[c].m.nops;
+		g_tot.ops += (uint64_t)r->cl[c].p.m.nops;
 	g_tot.kernels += r->kernels;
 	g_tot.queries += r->queries;
 	g_tot.shared_overlaps += r->shared_overlaps;
 	g_tot.wide += r->wide_bindings;
 	if (r->max_conc > g_tot.max_conc)
 		g_tot.max_conc = r->max_conc;
-	ve_dispatcher_destroy(r->d);
+	ve_runtime_destroy(r->rt);
 	for (int c = 0; c < r->nclients; c++)
 		ve_vctx_destroy(r->cl[c].v);
-	ve_coord_destroy(r->co);
 	r->b->ops->destroy(r->b);
 	return ok;
 }

@@ -63,9 +63,9 @@
 
 #include "backend/sim.h"
 #include "core/vctx.h"
-#include "dispatch/coord.h"
-#include "dispatch/dispatcher.h"
+#include "coord/coord.h"
 #include "pool/pool.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -111,15 +111,10 @@ enum call_kind {
 	C_ESYNC,
 	C_CSYNC,
 };
-enum work_kind { W_KERNEL, W_COOP, W_COPY, W_MEMSET, W_HOST, W_PEER };
+#define WL_OWN_CALL_KINDS
+#include "workload.h"
 
-struct shape {
-	uint32_t grid, threads, min_sms;
-};
-static const struct shape kshapes[] = {
-    {1, 128, 0}, {16, 256, 0}, {132, 256, 0}, {528, 256, 0}, {1056, 128, 0}, {4096, 256, 0},
-};
-static const struct shape cshapes[] = {{128, 256, 16}, {256, 256, 32}};
+static const struct wl_mix mix = {.kernel = 40, .coop = 48, .copy = 68, .memset = 80};
 
 typedef struct {
 	uint64_t w[GWORDS];
@@ -201,7 +196,8 @@ struct running {
 struct dev {
 	int idx;
 	struct ve_backend *b;
-	struct ve_coord *co;
+	struct ve_runtime *rt;
+	struct ve_coord *co; /* the runtime's embedded coordinator, for inspection */
 	struct ve_dispatcher *d;
 	const struct ve_pool *pool;
 	struct running rn[MAX_RUNNING];
@@ -228,10 +224,7 @@ static struct {
 	    syncs, queries, xordered, submit_faults;
 } g_tot;
 
-static uint32_t rnd(uint64_t *r, uint32_t n)
-{
-	return n ? (uint32_t)(((ve_test_rand(r) >> 32) * (uint64_t)n) >> 32) : 0;
-}
+#define rnd wl_rnd
 
 static void fail_run(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -300,12 +293,6 @@ static uint64_t code_of(int client, int gop)
 	return ((uint64_t)(client + 1) << 16) | (uint64_t)(gop + 1);
 }
 
-static int pick_stream(const struct dpart *p, uint64_t *r, int legacy_pct)
-{
-	if ((int)rnd(r, 100) < legacy_pct || p->m.nstreams == 1)
-		return 0;
-	return 1 + (int)rnd(r, (uint32_t)p->m.nstreams - 1);
-}
 
 static void gen_client(struct run *run, struct client *cl, int id, uint64_t *r)
 {
@@ -315,14 +302,7 @@ static void gen_client(struct run *run, struct client *cl, int id, uint64_t *r)
 		struct dpart *p = &cl->d[dv];
 		struct rm_model *m = &p->m;
 		rm_init(m);
-		for (int i = (int)rnd(r, 4); i >= 0; i--) {
-			int s = rm_stream_create(m, rnd(r, 3) == 0);
-			p->sprio[s] = (int8_t) - (int)rnd(r, 3);
-		}
-		if (rnd(r, 2))
-			rm_stream_per_thread(m, 0x100 + (uint64_t)id);
-		for (int s = 1; s < m->nstreams; s++)
-			p->skey[s] = m->st[s].thread_key;
+		wl_streams(m, r, 0x100 + (uint64_t)id, p->sprio, p->skey);
 		p->nreal_events = 1 + (int)rnd(r, MAX_EVENTS);
 		/* Threaded: untimed events only, so that every op the observers
 		 * track has its token before its dispatcher can see it. */
@@ -338,26 +318,19 @@ static void gen_client(struct run *run, struct client *cl, int id, uint64_t *r)
 		c->dev = (uint8_t)rnd(r, (uint32_t)run->ndev);
 		struct dpart *p = &cl->d[c->dev];
 		struct rm_model *m = &p->m;
-		c->s = (int16_t)pick_stream(p, r, legacy_pct);
+		c->s = (int16_t)wl_pick_stream(&p->m, r, legacy_pct);
 		c->e = (int16_t)rnd(r, (uint32_t)p->nreal_events);
 		c->gop = RM_NONE;
 		int16_t f[RM_MAX_PREDS];
 		int lop;
 		uint32_t x = rnd(r, 100);
 		if (x < 48) {
-			uint32_t w = rnd(r, 100);
-			uint8_t wk = w < 40   ? W_KERNEL
-				     : w < 48 ? W_COOP
-				     : w < 68 ? W_COPY
-				     : w < 80 ? W_MEMSET
-					      : W_HOST;
+			uint8_t wk = wl_pick_work(r, &mix);
 			c->kind = C_WORK;
 			lop = rm_work(m, c->s);
 			c->gop = (int16_t)join(cl, c->dev, lop, true, -1);
 			cl->g[c->gop].wk = wk;
-			cl->g[c->gop].shp =
-			    (uint8_t)(wk == W_COOP ? rnd(r, VE_ARRAY_SIZE(cshapes))
-						   : rnd(r, VE_ARRAY_SIZE(kshapes)));
+			cl->g[c->gop].shp = wl_pick_shape(r, wk);
 		} else if (x < 54) {
 			/* c->dev is the source device, whose stream runs the copy. */
 			c->kind = C_PEER;
@@ -422,49 +395,7 @@ static void host_fn(void *arg);
 
 static void build_desc(const struct client *cl, int g, struct ve_desc *d)
 {
-	memset(d, 0, sizeof(*d));
-	uint64_t code = code_of(cl->id, g);
-	const struct gop *o = &cl->g[g];
-	switch (o->wk) {
-	case W_KERNEL:
-	case W_COOP: {
-		const struct shape *sp = o->wk == W_COOP ? &cshapes[o->shp] : &kshapes[o->shp];
-		d->kind = VE_OP_KERNEL;
-		d->u.k.fn = 0x1000 + o->shp + (o->wk == W_COOP ? 100 : 0);
-		d->u.k.name_id = code;
-		d->u.k.grid = (struct ve_dim3){sp->grid, 1, 1};
-		d->u.k.block = (struct ve_dim3){sp->threads, 1, 1};
-		if (o->wk == W_COOP) {
-			d->flags |= VE_DESC_COOPERATIVE;
-			d->u.k.min_sms = sp->min_sms;
-			d->u.k.blocks_per_sm = 8;
-		}
-		break;
-	}
-	case W_COPY:
-	case W_PEER:
-		d->kind = VE_OP_MEMCPY;
-		d->u.cp.dst = 0x100000;
-		d->u.cp.src = code;
-		d->u.cp.bytes = 4096ull << (g % 6);
-		d->u.cp.dir = 1;
-		d->u.cp.variant = o->wk == W_PEER ? 3 : 0; /* opaque to the sim */
-		break;
-	case W_MEMSET:
-		d->kind = VE_OP_MEMSET;
-		d->u.ms.dst = 0x200000;
-		d->u.ms.value = code;
-		d->u.ms.width = 1024;
-		d->u.ms.height = 1;
-		d->u.ms.pitch = 1024;
-		d->u.ms.elem_size = 4;
-		break;
-	default:
-		d->kind = VE_OP_HOST_FN;
-		d->u.host.fn = host_fn;
-		d->u.host.arg = (void *)(uintptr_t)code;
-		break;
-	}
+	wl_build_desc(cl->g[g].wk, cl->g[g].shp, code_of(cl->id, g), g, host_fn, d);
 }
 
 /* ------------------------------------------------------------------ tracking */
@@ -621,7 +552,7 @@ static void on_bind(void *arg, const struct ve_binding *b, uint32_t lane)
 		return;
 	}
 	const struct ve_pool_entry *pe = &dv->pool->e[b->entry];
-	uint32_t need = cl->g[g].wk == W_COOP ? cshapes[cl->g[g].shp].min_sms : 1;
+	uint32_t need = cl->g[g].wk == W_COOP ? wl_cshapes[cl->g[g].shp].min_sms : 1;
 	if (pe->sms < need)
 		fail_run(r, "client %d op%d needs %u SMs, bound to entry %u of %u", cl->id, g, need,
 			 b->entry, pe->sms);
@@ -1077,30 +1008,31 @@ static bool setup_dev(struct run *r, int i, uint64_t *rng)
 	struct ve_gpu_info gi;
 	dv->b->ops->info(dv->b, &gi);
 	char err[256];
-	struct ve_coord_config cc = {.leaf_sms = gi.leaf_sms,
-				     .nleaves = gi.nleaves,
-				     .max_clients = 8,
-				     .policy = r->policy,
-				     .seed = sc.seed,
-				     /* per-op binding: its checks follow each binding's
-				      * lease; grant mode is test_dispatch's */
-				     .per_op = true};
-	if (ve_coord_create(&cc, &dv->co, err, sizeof(err))) {
-		fprintf(stderr, "coordinator (%s) of device %d: %s\n", r->policy, i, err);
+	/* One stack per device, as a multi-GPU process builds them. */
+	struct ve_runtime_config rcfg = {.daemon = "0",
+					 .device = i,
+					 .policy = r->policy,
+					 .max_clients = 8,
+					 .seed = sc.seed,
+					 /* per-op binding: its checks follow each binding's
+					  * lease; grant mode is test_dispatch's */
+					 .per_op = true,
+					 .dispatch = {.lanes_per_entry = 1 + rnd(rng, 4),
+						      .copy_lanes = 1 + rnd(rng, 4),
+						      .max_inflight = 4096,
+						      .host_inline = true,
+						      .on_submit = on_submit,
+						      .on_complete = on_complete,
+						      .on_bind = on_bind,
+						      .observer_arg = dv}};
+	if (ve_runtime_create(&rcfg, dv->b, &dv->rt, err, sizeof(err))) {
+		fprintf(stderr, "runtime (%s) of device %d: %s\n", r->policy, i, err);
 		return false;
 	}
-	dv->pool = ve_coord_pool(dv->co);
-	struct ve_dispatcher_config dc = {.backend = dv->b,
-					  .coord = dv->co,
-					  .lanes_per_entry = 1 + rnd(rng, 4),
-					  .copy_lanes = 1 + rnd(rng, 4),
-					  .max_inflight = 4096,
-					  .host_inline = true,
-					  .on_submit = on_submit,
-					  .on_complete = on_complete,
-					  .on_bind = on_bind,
-					  .observer_arg = dv};
-	return ve_dispatcher_create(&dc, &dv->d) == 0;
+	dv->co = ve_runtime_coord(dv->rt);
+	dv->d = ve_runtime_dispatcher(dv->rt);
+	dv->pool = ve_runtime_pool(dv->rt);
+	return true;
 }
 
 static bool setup_client(struct run *r, struct client *cl)
@@ -1130,9 +1062,8 @@ static bool setup_client(struct run *r, struct client *cl)
 								   : VE_EVENT_DISABLE_TIMING,
 						 &p->eh[e]))
 				return false;
-		if (ve_dispatcher_attach(r->dv[d].d, p->v, (uint32_t)cl->id, 0))
+		if (ve_runtime_attach(r->dv[d].rt, p->v, (uint32_t)cl->id, 0))
 			return false;
-		ve_vctx_set_notify(p->v, ve_dispatcher_notify, r->dv[d].d);
 	}
 	return true;
 }
@@ -1157,7 +1088,7 @@ static void drive_threaded(struct run *r)
 {
 	int started = 0, spawned = 0;
 	for (; started < r->ndev; started++)
-		if (ve_dispatcher_start(r->dv[started].d)) {
+		if (ve_runtime_start(r->dv[started].rt)) {
 			fail_run(r, "dispatcher thread of device %d", started);
 			break;
 		}
@@ -1171,7 +1102,7 @@ static void drive_threaded(struct run *r)
 	/* Every op completed (ctx_sync), but a dispatcher may still be finishing
 	 * its bookkeeping after the last completion: stop (join) them first. */
 	for (int i = 0; i < started; i++)
-		ve_dispatcher_stop(r->dv[i].d);
+		ve_runtime_stop(r->dv[i].rt);
 }
 
 static bool run_one(const char *test, const char *policy, uint64_t seed, bool threaded)
@@ -1231,17 +1162,14 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, bool th
 			g_tot.max_conc = r->dv[i].max_conc;
 	}
 	g_tot.xordered += r->xordered;
-	/* Dispatchers first (they reference the vctxs), then every vctx, then
-	 * coordinators and sims. */
+	/* Runtimes first (their dispatchers reference the vctxs), then every
+	 * vctx, then sims. */
 	for (int i = 0; i < r->ndev; i++)
-		if (r->dv[i].d)
-			ve_dispatcher_destroy(r->dv[i].d);
+		ve_runtime_destroy(r->dv[i].rt);
 	for (int c = 0; c < r->nclients; c++)
 		for (int d = 0; d < r->ndev; d++)
 			ve_vctx_destroy(r->cl[c].d[d].v);
 	for (int i = 0; i < r->ndev; i++) {
-		if (r->dv[i].co)
-			ve_coord_destroy(r->dv[i].co);
 		if (r->dv[i].b)
 			r->dv[i].b->ops->destroy(r->dv[i].b);
 	}

@@ -19,7 +19,7 @@
 #include "../harness.h"
 
 #include "core/desc.h"
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "util/util.h"
@@ -952,9 +952,9 @@ static bool build_policies(void)
 		    ok &&
 		    sfmt(
 			cmd, sizeof(cmd),
-			"%s -std=c11 -shared -fPIC -Wall -Werror %s -I'%s/include' -I'%s/src' '%s' "
+			"%s -std=c11 -shared -fPIC -Wall -Werror %s -I'%s/include' '%s' "
 			"-o '%s'",
-			cc, defs[i], root, root, src, g_so[i]);
+			cc, defs[i], root, src, g_so[i]);
 		if (!ok || system(cmd) != 0) {
 			/* A compiler that works but refuses our source is a test bug. */
 			sfmt(g_why, sizeof(g_why), "compiling the test policy failed: %s", cmd);

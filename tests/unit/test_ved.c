@@ -37,16 +37,18 @@
  */
 #include "../harness.h"
 #include "refmodel.h"
+#include "ved_helper.h"
+#include "workload.h"
 
 #include "backend/sim.h"
 #include "core/vctx.h"
-#include "dispatch/dispatcher.h"
-#include "dispatch/remote.h"
 #include "ipc/ctl.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"
 #include "pool/pool.h"
+#include "runtime/runtime.h"
 #include "util/util.h"
+#include "ved/client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,7 +76,7 @@
 #define MAX_EVENTS 6
 #define NCLIENTS   8
 
-_Static_assert(MAX_CALLS < RM_MAX_OPS, "one op per call at most");
+_Static_assert(MAX_CALLS <= WL_MAX_CALLS, "calls fit a program");
 
 /* ------------------------------------------------------------------ daemon */
 
@@ -82,33 +84,12 @@ static char g_dir[200], g_sock[256], g_ved[PATH_MAX + 8], g_log[256];
 
 static bool find_ved(void)
 {
-	const char *b = getenv("VE_BUILD");
-	if (b && *b) {
-		snprintf(g_ved, sizeof(g_ved), "%.4000s/ved", b);
-	} else {
-		char exe[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n <= 0)
-			return false;
-		exe[n] = 0;
-		char *s = strrchr(exe, '/');
-		if (s)
-			*s = 0; /* .../tests */
-		s = strrchr(exe, '/');
-		if (s)
-			*s = 0; /* $(BUILD) */
-		snprintf(g_ved, sizeof(g_ved), "%.4000s/ved", exe);
-	}
-	return access(g_ved, X_OK) == 0;
+	return vh_find(NULL, g_ved, sizeof(g_ved));
 }
 
 static void make_dir(void)
 {
-	/* $TMPDIR unless it is too long for a socket path below it. */
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > 60)
-		tmp = "/tmp";
-	snprintf(g_dir, sizeof(g_dir), "%s/ve-test-ved-%d", tmp, (int)getpid());
+	snprintf(g_dir, sizeof(g_dir), "%s/ve-test-ved-%d", vh_tmpdir(), (int)getpid());
 	mkdir(g_dir, 0700);
 	snprintf(g_sock, sizeof(g_sock), "%s/ved-0.sock", g_dir);
 	snprintf(g_log, sizeof(g_log), "%s/ved.log", g_dir);
@@ -152,66 +133,31 @@ static void forget(pid_t pid)
 			g_kids[i] = 0;
 }
 
-/* Starts ved with the given policy; waits for its socket. */
+/* Starts ved with the given policy (and one more "NAME=value"); waits for
+ * its socket. Checks its invariants after every round (VE_VED_CHECK). */
 static pid_t start_ved(const char *policy, const char *extra_env)
 {
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open(g_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		setenv("VE_VED_POLICY", policy, 1);
-		setenv("VE_VED_CHECK", "1", 1);
-		setenv("VE_VED_CLIENT_OPS", "2048", 1);
-		setenv("VE_VED_STATS_INTERVAL", "1", 1);
-		setenv("VE_VED_LOG_LEVEL", getenv("VE_VED_TEST_DEBUG") ? "debug" : "info", 1);
-		setenv("VE_VED_SPIN_US", "20", 1);
-		if (extra_env) {
-			char kv[256];
-			snprintf(kv, sizeof(kv), "%s", extra_env);
-			char *eq = strchr(kv, '=');
-			if (eq) {
-				*eq = 0;
-				setenv(kv, eq + 1, 1);
-			}
-		}
-		execl(g_ved, "ved", "--socket", g_sock, "--config", "/dev/null", (char *)NULL);
-		_exit(127);
-	}
-	g_ved_pid = pid;
-	for (int i = 0; i < 500; i++) {
-		int fd = ve_ctl_connect(g_sock);
-		if (fd >= 0) {
-			close(fd);
-			return pid;
-		}
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return -1;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
+	char pol[128];
+	snprintf(pol, sizeof(pol), "VE_VED_POLICY=%s", policy);
+	const char *env[] = {pol,
+			     "VE_VED_CHECK=1",
+			     "VE_VED_CLIENT_OPS=2048",
+			     "VE_VED_STATS_INTERVAL=1",
+			     getenv("VE_VED_TEST_DEBUG") ? "VE_VED_LOG_LEVEL=debug"
+							 : "VE_VED_LOG_LEVEL=info",
+			     "VE_VED_SPIN_US=20",
+			     extra_env,
+			     NULL};
+	pid_t pid = vh_start(g_ved, g_sock, g_log, env);
+	g_ved_pid = pid > 0 ? pid : 0;
+	return pid;
 }
 
 /* SIGTERM, bounded wait; returns the exit status (or -1 if it had to be killed). */
 static int stop_ved(pid_t pid)
 {
 	g_ved_pid = 0;
-	kill(pid, SIGTERM);
-	for (int i = 0; i < 500; i++) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
+	return vh_stop(pid);
 }
 
 static union {
@@ -301,37 +247,11 @@ static bool all_idle(void)
 
 /* ------------------------------------------------------------------ programs */
 
-enum call_kind { C_WORK, C_RECORD, C_WAIT, C_SQUERY, C_EQUERY };
-enum work_kind { W_KERNEL, W_COOP, W_COPY, W_MEMSET, W_HOST };
-
-struct shape {
-	uint32_t grid, threads, min_sms;
-};
-static const struct shape kshapes[] = {
-    {1, 128, 0}, {16, 256, 0}, {132, 256, 0}, {528, 256, 0}, {1056, 128, 0}, {4096, 256, 0},
-};
-static const struct shape cshapes[] = {{128, 256, 16}, {256, 256, 32}};
-
-struct call {
-	uint8_t kind, sub, shape;
-	int16_t s, e, op;
-	rm_set req;
-};
-
-struct prog {
-	struct rm_model m;
-	struct call c[MAX_CALLS];
-	int ncalls;
-	int8_t sprio[RM_MAX_STREAMS];
-	uint64_t skey[RM_MAX_STREAMS];
-	uint8_t wk[RM_MAX_OPS], shp[RM_MAX_OPS];
-	rm_set ext;
-};
-
 struct run {
-	struct prog p;
+	struct wl_prog p;
 	struct ve_vctx *v;
-	struct ve_remote *rem;
+	struct ve_runtime *rt;
+	struct ve_remote *rem; /* the runtime's ved client, for its statistics */
 	struct ve_dispatcher *d;
 	struct ve_backend *b;
 	const struct ve_pool *pool;
@@ -348,10 +268,7 @@ struct run {
 
 static struct run g_run;
 
-static uint32_t rnd(uint64_t *r, uint32_t n)
-{
-	return n ? (uint32_t)(((ve_test_rand(r) >> 32) * (uint64_t)n) >> 32) : 0;
-}
+#define rnd wl_rnd
 
 static void fail_run(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -366,116 +283,19 @@ static void fail_run(struct run *r, const char *fmt, ...)
 	r->failed = true;
 }
 
-static int pick_stream(struct prog *p, uint64_t *r, int legacy_pct)
-{
-	if ((int)rnd(r, 100) < legacy_pct || p->m.nstreams == 1)
-		return 0;
-	return 1 + (int)rnd(r, (uint32_t)p->m.nstreams - 1);
-}
+static const struct wl_mix mix = {.kernel = 45, .coop = 52, .copy = 70, .memset = 82};
 
-static void gen_prog(struct prog *p, uint64_t *r, int ncalls)
+static void gen_prog(struct wl_prog *p, uint64_t *r, int ncalls)
 {
-	struct rm_model *m = &p->m;
-	memset(p, 0, sizeof(*p));
-	rm_init(m);
-	for (int i = (int)rnd(r, 4); i >= 0; i--) {
-		int s = rm_stream_create(m, rnd(r, 3) == 0);
-		p->sprio[s] = (int8_t) - (int)rnd(r, 3);
-	}
-	if (rnd(r, 2))
-		rm_stream_per_thread(m, 0x100);
-	for (int s = 1; s < m->nstreams; s++)
-		p->skey[s] = m->st[s].thread_key;
-	for (int i = 1 + (int)rnd(r, MAX_EVENTS - 1); i > 0; i--)
-		rm_event_create(m, rnd(r, 3) != 0);
-	int legacy_pct = (int)rnd(r, 30);
-	while (p->ncalls < ncalls) {
-		struct call *c = &p->c[p->ncalls];
-		memset(c, 0, sizeof(*c));
-		c->s = (int16_t)pick_stream(p, r, legacy_pct);
-		c->e = (int16_t)rnd(r, (uint32_t)m->nevents);
-		c->op = RM_NONE;
-		uint32_t x = rnd(r, 100);
-		if (x < 62) {
-			uint32_t w = rnd(r, 100);
-			c->kind = C_WORK;
-			c->sub = w < 45	  ? W_KERNEL
-				 : w < 52 ? W_COOP
-				 : w < 70 ? W_COPY
-				 : w < 82 ? W_MEMSET
-					  : W_HOST;
-			c->shape = (uint8_t)(c->sub == W_COOP ? rnd(r, VE_ARRAY_SIZE(cshapes))
-							      : rnd(r, VE_ARRAY_SIZE(kshapes)));
-			c->op = (int16_t)rm_work(m, c->s);
-			rm_set_add(&p->ext, c->op);
-			p->wk[c->op] = c->sub;
-			p->shp[c->op] = c->shape;
-		} else if (x < 76) {
-			c->kind = C_RECORD;
-			c->op = (int16_t)rm_event_record(m, c->e, c->s);
-			if (m->op[c->op].external) {
-				rm_set_add(&p->ext, c->op);
-				p->wk[c->op] = 0xff;
-			}
-		} else if (x < 90) {
-			c->kind = C_WAIT;
-			c->op = (int16_t)rm_stream_wait_event(m, c->s, c->e);
-		} else if (x < 95) {
-			c->kind = C_SQUERY;
-			rm_required_stream(m, c->s, &c->req);
-		} else {
-			c->kind = C_EQUERY;
-			rm_required_event(m, c->e, &c->req);
-		}
-		p->ncalls++;
-	}
+	wl_prog_init(p, r, 0x100, MAX_EVENTS);
+	wl_prog_calls(p, r, ncalls, &mix, true);
 }
 
 static void host_fn(void *arg);
 
-static void build_desc(const struct prog *p, int op, struct ve_desc *d)
+static void build_desc(const struct wl_prog *p, int op, struct ve_desc *d)
 {
-	memset(d, 0, sizeof(*d));
-	uint64_t code = (uint64_t)op + 1;
-	switch (p->wk[op]) {
-	case W_KERNEL:
-	case W_COOP: {
-		const struct shape *sp =
-		    p->wk[op] == W_COOP ? &cshapes[p->shp[op]] : &kshapes[p->shp[op]];
-		d->kind = VE_OP_KERNEL;
-		d->u.k.fn = 0x1000 + p->shp[op] + (p->wk[op] == W_COOP ? 100 : 0);
-		d->u.k.name_id = code;
-		d->u.k.grid = (struct ve_dim3){sp->grid, 1, 1};
-		d->u.k.block = (struct ve_dim3){sp->threads, 1, 1};
-		if (p->wk[op] == W_COOP) {
-			d->flags |= VE_DESC_COOPERATIVE;
-			d->u.k.min_sms = sp->min_sms;
-			d->u.k.blocks_per_sm = 8;
-		}
-		break;
-	}
-	case W_COPY:
-		d->kind = VE_OP_MEMCPY;
-		d->u.cp.dst = 0x100000;
-		d->u.cp.src = code;
-		d->u.cp.bytes = 4096ull << (op % 6);
-		d->u.cp.dir = 1;
-		break;
-	case W_MEMSET:
-		d->kind = VE_OP_MEMSET;
-		d->u.ms.dst = 0x200000;
-		d->u.ms.value = code;
-		d->u.ms.width = 1024;
-		d->u.ms.height = 1;
-		d->u.ms.pitch = 1024;
-		d->u.ms.elem_size = 4;
-		break;
-	default:
-		d->kind = VE_OP_HOST_FN;
-		d->u.host.fn = host_fn;
-		d->u.host.arg = (void *)(uintptr_t)code;
-		break;
-	}
+	wl_build_desc(p->wk[op], p->shp[op], (uint64_t)op + 1, op, host_fn, d);
 }
 
 static int op_of_desc(struct run *r, const struct ve_desc *d)
@@ -565,7 +385,7 @@ static void on_bind(void *arg, const struct ve_binding *b, uint32_t lane)
 		fail_run(r, "op%d bound to entry %u, submitted on lane %#x", op, b->entry, lane);
 		return;
 	}
-	uint32_t need = r->p.wk[op] == W_COOP ? cshapes[r->p.shp[op]].min_sms : 1;
+	uint32_t need = r->p.wk[op] == W_COOP ? wl_cshapes[r->p.shp[op]].min_sms : 1;
 	if (r->pool->e[b->entry].sms < need)
 		fail_run(r, "op%d needs %u SMs, bound to entry %u of %u", op, need, b->entry,
 			 r->pool->e[b->entry].sms);
@@ -592,7 +412,7 @@ static void on_complete(void *arg, uint32_t client, ve_tok tok, uint32_t lane, i
 	rm_set_add(&r->done, op);
 }
 
-static void check_query(struct run *r, const struct call *c, int rc)
+static void check_query(struct run *r, const struct wl_call *c, int rc)
 {
 	int miss = first_missing(r, &c->req);
 	r->queries++;
@@ -606,7 +426,7 @@ static void check_query(struct run *r, const struct call *c, int rc)
 
 static void issue(struct run *r)
 {
-	const struct call *c = &r->p.c[r->pc++];
+	const struct wl_call *c = &r->p.c[r->pc++];
 	int rc = 0;
 	switch (c->kind) {
 	case C_WORK: {
@@ -656,38 +476,34 @@ static bool run_program(struct run *r, uint64_t seed, int ncalls, bool fail_subm
 	struct ve_gpu_info gi;
 	r->b->ops->info(r->b, &gi);
 	char err[512];
-	struct ve_remote_config rc = {.socket_path = g_sock,
-				      .leaf_sms = gi.leaf_sms,
-				      .nleaves = gi.nleaves,
-				      .sm_count = gi.sm_count,
-				      .name = "test_ved",
-				      .max_ops = 2048,
-				      .spin_ns = 0,
-				      .heartbeat_timeout_ms = 3000,
-				      .reconnect_ms = 100,
-				      .start_safe = true};
-	int e = ve_remote_create(&rc, &r->rem, err, sizeof(err));
-	if (e) {
-		fail_run(r, "remote link: %s", err);
+	struct ve_runtime_config rcfg = {.daemon = g_sock, /* absent ved: safe mode */
+					 .name = "test_ved",
+					 .max_ops = 2048,
+					 .ved_spin_ns = 0,
+					 .ved_heartbeat_timeout_ms = 3000,
+					 .ved_reconnect_ms = 100,
+					 .dispatch = {.lanes_per_entry = 1 + rnd(&rng, 4),
+						      .copy_lanes = 1 + rnd(&rng, 4),
+						      .max_inflight = 4096,
+						      .host_inline = true,
+						      .on_submit = on_submit,
+						      .on_complete = on_complete,
+						      .on_bind = on_bind,
+						      .observer_arg = r}};
+	int e = ve_runtime_create(&rcfg, r->b, &r->rt, err, sizeof(err));
+	if (e || ve_runtime_mode(r->rt) != VE_RUNTIME_VED) {
+		fail_run(r, "runtime over ved: %s", e ? err : "not through ved");
+		ve_runtime_destroy(e ? NULL : r->rt);
+		r->rt = NULL;
 		r->b->ops->destroy(r->b);
 		return false;
 	}
-	struct ve_link link;
-	ve_remote_link(r->rem, &link);
-	r->pool = link.pool;
-	struct ve_dispatcher_config dc = {.backend = r->b,
-					  .link = &link,
-					  .lanes_per_entry = 1 + rnd(&rng, 4),
-					  .copy_lanes = 1 + rnd(&rng, 4),
-					  .max_inflight = 4096,
-					  .host_inline = true,
-					  .on_submit = on_submit,
-					  .on_complete = on_complete,
-					  .on_bind = on_bind,
-					  .observer_arg = r};
+	r->rem = ve_runtime_remote(r->rt);
+	r->d = ve_runtime_dispatcher(r->rt);
+	r->pool = ve_runtime_pool(r->rt);
 	struct ve_vctx_config vc = {.client_id = 0, .max_ops = 2048};
-	if (ve_dispatcher_create(&dc, &r->d) || ve_vctx_create(&vc, &r->v)) {
-		fail_run(r, "dispatcher / vctx");
+	if (ve_vctx_create(&vc, &r->v)) {
+		fail_run(r, "vctx");
 		goto out;
 	}
 	for (int s = 1; s < r->p.m.nstreams; s++) {
@@ -706,7 +522,7 @@ static bool run_program(struct run *r, uint64_t seed, int ncalls, bool fail_subm
 			r->v, r->p.m.ev[ev].timing ? VE_EVENT_DEFAULT : VE_EVENT_DISABLE_TIMING,
 			&r->eh[ev]))
 			fail_run(r, "event create");
-	if (ve_dispatcher_attach(r->d, r->v, 0, 0)) {
+	if (ve_runtime_attach(r->rt, r->v, 0, 0)) {
 		fail_run(r, "attach");
 		goto out;
 	}
@@ -770,12 +586,12 @@ static bool run_program(struct run *r, uint64_t seed, int ncalls, bool fail_subm
 				 vs.ready_ops);
 	}
 	/* Nothing of ours is at ved any more: the detach says BYE. */
-	ve_dispatcher_detach(r->d, 0);
+	ve_runtime_detach(r->rt, 0);
 out:
 	if (rs)
 		ve_remote_stats(r->rem, rs);
-	ve_dispatcher_destroy(r->d);
-	ve_remote_destroy(r->rem);
+	ve_runtime_destroy(r->rt);
+	r->rt = NULL;
 	if (r->v)
 		ve_vctx_destroy(r->v);
 	r->b->ops->destroy(r->b);
@@ -1330,6 +1146,27 @@ VE_TEST(ved_kill)
 	many("tput", 0x6b11, true);
 }
 
+/* Keys with at least one measured time in a saved profile ("k <key> <ns|->..."). */
+static int profile_measured(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *t = strtok_r(line, " \n", &save);
+		if (!t || strcmp(t, "k") != 0 || !strtok_r(NULL, " \n", &save))
+			continue;
+		bool measured = false;
+		while ((t = strtok_r(NULL, " \n", &save)))
+			measured |= *t >= '0' && *t <= '9';
+		n += measured;
+	}
+	fclose(f);
+	return n;
+}
+
 /* A dispatcher thread over ved: the remote link's helper thread must wake it
  * when a BIND arrives while nothing else runs (a chain of dependent kernels:
  * each waits for the previous one's completion, then for its own BIND). */
@@ -1348,22 +1185,16 @@ VE_TEST(ved_threaded)
 	struct ve_gpu_info gi;
 	b->ops->info(b, &gi);
 	char err[512];
-	struct ve_remote_config rc = {
-	    .socket_path = g_sock, .leaf_sms = gi.leaf_sms, .nleaves = gi.nleaves};
-	struct ve_remote *rem;
-	VE_CHECK_MSG(ve_remote_create(&rc, &rem, err, sizeof(err)) == 0, "%s", err);
-	struct ve_link link;
-	ve_remote_link(rem, &link);
-	struct ve_dispatcher_config dc = {.backend = b, .link = &link, .host_inline = true};
-	struct ve_dispatcher *d;
-	VE_CHECK_EQ(ve_dispatcher_create(&dc, &d), 0);
-	ve_remote_set_notify(rem, ve_dispatcher_notify, d);
+	struct ve_runtime_config rcfg = {.daemon = g_sock, .dispatch = {.host_inline = true}};
+	struct ve_runtime *rt;
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+	VE_CHECK_EQ(ve_runtime_mode(rt), VE_RUNTIME_VED);
+	struct ve_remote *rem = ve_runtime_remote(rt);
 	struct ve_vctx_config vc = {.client_id = 0};
 	struct ve_vctx *vx;
 	VE_CHECK_EQ(ve_vctx_create(&vc, &vx), 0);
-	ve_vctx_set_notify(vx, ve_dispatcher_notify, d);
-	VE_CHECK_EQ(ve_dispatcher_attach(d, vx, 0, 0), 0);
-	VE_CHECK_EQ(ve_dispatcher_start(d), 0);
+	VE_CHECK_EQ(ve_runtime_attach(rt, vx, 0, 0), 0);
+	VE_CHECK_EQ(ve_runtime_start(rt), 0);
 	ve_stream s;
 	VE_CHECK_EQ(ve_vctx_stream_create(vx, VE_STREAM_NON_BLOCKING, 0, &s), 0);
 	int n = VT_SANITIZED ? 300 : 2000;
@@ -1388,10 +1219,20 @@ VE_TEST(ved_threaded)
 	       n, us, (unsigned long long)rs.waiter_wakes, (unsigned long long)rs.doorbells);
 	VE_CHECK_EQ(rs.binds, (uint64_t)n);
 	VE_CHECK_EQ(rs.failovers, 0);
-	ve_dispatcher_stop(d);
-	ve_dispatcher_detach(d, 0);
-	ve_dispatcher_destroy(d);
-	ve_remote_destroy(rem);
+	ve_runtime_stop(rt);
+	/* VE_PROFILE_OUT under ved: the profile ved refined from our
+	 * completions, fetched from ved, not the unused local one. */
+	char prof[300];
+	snprintf(prof, sizeof(prof), "%s/profile.txt", g_dir);
+	VE_CHECK_EQ(ve_runtime_profile_save(rt, prof), 0);
+	VE_CHECK_MSG(profile_measured(prof) > 0, "no measured key in the profile ved sent");
+	unlink(prof);
+	struct ve_runtime_stats st;
+	ve_runtime_stats(rt, &st);
+	VE_CHECK_EQ(strcmp(st.link.where, "ved"), 0);
+	VE_CHECK_EQ(st.link.bindings, (uint64_t)n);
+	ve_runtime_detach(rt, 0);
+	ve_runtime_destroy(rt);
 	ve_vctx_destroy(vx);
 	b->ops->destroy(b);
 	VE_CHECK_EQ(stop_ved(v), 0);

@@ -16,9 +16,9 @@
  *                    lease accounting).
  *   submit_failed()  SUBMIT_FAILED record; the op waits for a new BIND.
  *   hint()           HINT record (advice: dropped when the ring is full).
- *   pipeline()       refused (-EBUSY) while ved schedules: the record set has
- *                    no way to tell ved, and only ved knows whether this
- *                    process is alone on the GPU. Allowed in safe mode.
+ *   pipeline()       PIPED record behind one of our ops ved bound on the
+ *                    entry; 1 (the dispatcher's budget applies: only ved
+ *                    knows whether this process is alone on the GPU).
  *
  * Safe mode. When ved goes away (control socket EOF, SHUTDOWN record, a
  * heartbeat older than heartbeat_timeout_ms, a corrupt ring or a malformed
@@ -35,8 +35,8 @@
  * registers, and wakes a sleeping dispatcher through the notify callback when
  * a BIND arrives while nothing else would wake it.
  */
-#ifndef VE_DISPATCH_REMOTE_H
-#define VE_DISPATCH_REMOTE_H
+#ifndef VE_VED_CLIENT_H
+#define VE_VED_CLIENT_H
 
 #include "dispatch/link.h"
 
@@ -83,7 +83,10 @@ int ve_remote_create(const struct ve_remote_config *cfg, struct ve_remote **out,
 		     size_t errlen);
 /* Says BYE (if registered) and stops the helper thread. */
 void ve_remote_destroy(struct ve_remote *r);
-/* The link to pass in struct ve_dispatcher_config.link. */
+/* The link to pass in struct ve_dispatcher_config.link. It owns r:
+ * ve_link_destroy on it is ve_remote_destroy. Its profile_save fetches ved's
+ * profiles over the control socket (PROFILE_REQ), or saves the safe-mode
+ * coordinator's while ved is away. */
 void ve_remote_link(struct ve_remote *r, struct ve_link *out);
 /* How to wake the dispatcher (ve_dispatcher_notify and the dispatcher).
  * Without it (a dispatcher polled by its owner) the helper thread never

@@ -2,7 +2,7 @@
 /*
  * ved: one per GPU device. Owns the pool's lease state and runs the policy
  * for every client process through the same coordinator the embedded
- * placement uses (src/dispatch/serve.h wraps it for records). docs/daemon.md
+ * placement uses (src/ved/server.h wraps it for records). docs/daemon.md
  * is the user's view; this file is the loop:
  *
  *   for each client: pop its records (serve checks each one), apply them
@@ -14,8 +14,8 @@
  *
  * The lost-wake-up argument is in ipc/ctl.h (struct ve_ved_words).
  */
-#include "daemon/ved.h"
-#include "dispatch/serve.h"
+#include "ved/ved.h"
+#include "ved/server.h"
 #include "ipc/ctl.h"
 #include "ipc/fdpass.h"
 #include "ipc/ring.h"
@@ -639,6 +639,47 @@ static void do_trace(struct ved *d, struct vconn *c, const struct ve_ctl_trace_r
 	free(ev);
 }
 
+/* The profiles ved's coordinator refined online, as text in chunks: what a
+ * client saves as VE_PROFILE_OUT (the measurements are here, not in the
+ * client). Before the first client there is no pool: an empty last chunk. */
+static void do_profile(struct ved *d, struct vconn *c)
+{
+	char *text = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&text, &n);
+	if (!f) {
+		conn_close(d, c, "profile reply failed", false);
+		return;
+	}
+	int rc = d->srv ? ve_profile_write(ve_coord_profile(ve_serve_coord(d->srv)), f, "") : 0;
+	if (fclose(f) || rc) {
+		free(text);
+		conn_close(d, c, "profile reply failed", false);
+		return;
+	}
+	struct ve_ctl_profile *m = (void *)d->msg.b;
+	uint32_t chunk = 0;
+	size_t off = 0;
+	do {
+		uint32_t k = (uint32_t)(n - off < VE_CTL_PROFILE_CHUNK ? n - off : VE_CTL_PROFILE_CHUNK);
+		size_t len = sizeof(*m) + k;
+		ve_ctl_hdr_init(&m->h, VE_CTL_PROFILE, (uint32_t)len);
+		m->nbytes = k;
+		m->chunk = chunk++;
+		m->total = n;
+		if (off + k == n)
+			m->h.flags = VE_CTL_F_LAST;
+		if (k)
+			memcpy(m + 1, text + off, k);
+		off += k;
+		if (send_bounded(c->fd, m, len)) {
+			conn_close(d, c, "profile reply failed", false);
+			break;
+		}
+	} while (off < n);
+	free(text);
+}
+
 static void on_conn(struct ved *d, struct vconn *c, uint32_t events)
 {
 	if (c->registered) {
@@ -678,6 +719,8 @@ static void on_conn(struct ved *d, struct vconn *c, uint32_t events)
 			return;
 		} else if (h->type == VE_CTL_STATUS_REQ) {
 			do_status(d, c);
+		} else if (h->type == VE_CTL_PROFILE_REQ) {
+			do_profile(d, c);
 		} else {
 			struct ve_ctl_trace_req q;
 			memcpy(&q, d->msg.b, sizeof(q));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* ved configuration: file, VE_VED_* environment, validation (ved.h, docs/daemon.md). */
-#include "daemon/ved.h"
-#include "dispatch/coord.h"
+#include "ved/ved.h"
+#include "coord/coord.h"
 #include "util/util.h"
 
 #include <ctype.h>

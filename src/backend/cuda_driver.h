@@ -10,8 +10,8 @@
  * The driver is found with dlopen("libcuda.so.1") unless VE_LIBCUDA names
  * another file (the test suite points it at the CPU fake).
  */
-#ifndef VE_SHIM_REAL_H
-#define VE_SHIM_REAL_H
+#ifndef VE_BACKEND_CUDA_DRIVER_H
+#define VE_BACKEND_CUDA_DRIVER_H
 
 #include <cuda.h>
 #include <stdatomic.h>

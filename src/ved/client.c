@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The link to ved: records out, bindings in, safe mode (remote.h, docs/daemon.md). */
-#include "dispatch/remote.h"
-#include "dispatch/toktab.h"
+/* The link to ved: records out, bindings in, safe mode (client.h, docs/daemon.md). */
+#include "ved/client.h"
+#include "ved/toktab.h"
 #include "ipc/ctl.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"
@@ -430,13 +430,7 @@ static void send_must(struct ve_remote *r, const struct ve_rec *rec)
 static void send_done(struct ve_remote *r, const struct rop *o, uint64_t ns, int32_t status)
 {
 	struct ve_rec rec;
-	ve_rec_init(&rec, VE_REC_DONE);
-	uint64_t now = ve__now_ns();
-	rec.u.done.tok = o->op.tok;
-	rec.u.done.t_end_ns = now;
-	rec.u.done.t_start_ns = ns < now ? now - ns : 0;
-	rec.u.done.status = status;
-	rec.u.done.entry = o->entry;
+	ve_proto_encode_done(o->op.tok, o->entry, ns, status, ve__now_ns(), &rec);
 	send_must(r, &rec);
 	r->st.dones_sent++;
 }
@@ -607,11 +601,6 @@ static int l_client_remove(void *impl, uint32_t client)
 	return 0;
 }
 
-static uint8_t clamp_u8(uint32_t v, uint32_t lo, uint32_t hi)
-{
-	return (uint8_t)(v < lo ? lo : v > hi ? hi : v);
-}
-
 static int l_ready(void *impl, const struct ve_ready_op *op)
 {
 	struct ve_remote *r = impl;
@@ -641,32 +630,7 @@ static int l_ready(void *impl, const struct ve_ready_op *op)
 	if (ve_toktab_get(&r->tab, op->tok) != VE_TOKTAB_NONE)
 		return -EEXIST;
 	struct ve_rec rec[2];
-	uint32_t n = 0;
-	if (op->deadline_ns) {
-		ve_rec_init(&rec[n], VE_REC_HINT);
-		rec[n].u.hint.tok = op->tok;
-		rec[n].u.hint.key = op->key;
-		rec[n].u.hint.deadline_ns = op->deadline_ns;
-		n++;
-	}
-	struct ve_rec *rr = &rec[n++];
-	ve_rec_init(rr, VE_REC_READY);
-	struct ve_rec_ready *p = &rr->u.ready;
-	p->tok = op->tok;
-	p->key = op->key;
-	p->ready_ns = op->ready_ns;
-	p->blocks = op->blocks ? op->blocks : 1;
-	p->threads_per_block = op->threads < 1			? 1
-			       : op->threads > VE_PROTO_MAX_TPB ? VE_PROTO_MAX_TPB
-								: op->threads;
-	p->min_sms = op->min_sms > VE_PROTO_MAX_SMS ? VE_PROTO_MAX_SMS : op->min_sms;
-	p->stream_idx = op->stream < VE_PROTO_MAX_STREAMS ? op->stream : VE_PROTO_MAX_STREAMS - 1;
-	p->priority = op->priority < -VE_PROTO_PRIO_MAX	 ? -VE_PROTO_PRIO_MAX
-		      : op->priority > VE_PROTO_PRIO_MAX ? VE_PROTO_PRIO_MAX
-							 : op->priority;
-	p->kind = clamp_u8(op->kind, 1, VE_PROTO_KIND_MAX - 1);
-	p->op_flags = (uint8_t)(((op->flags & VE_READY_LATENCY) ? VE_OPF_LATENCY : 0) |
-				((op->flags & VE_READY_COOPERATIVE) ? VE_OPF_COOPERATIVE : 0));
+	uint32_t n = ve_proto_encode_ready(op, rec);
 	if ((uint32_t)push(r, rec, n) != n) /* only a corrupt ring: room was checked */
 		return r->conn ? -EAGAIN : ve_coord_ready(r->local, op);
 	rop_alloc(r, op); /* cannot fail: a free slot and a new token were checked */
@@ -732,9 +696,8 @@ static int pop_binds(struct ve_remote *r, struct ve_binding *out, int max)
 			r->ninflight_cur++;
 			struct ve_binding *bd = &out[n++];
 			bd->op = o->op;
-			bd->entry = b->entry;
 			bd->pad = 0;
-			bd->flags = (b->flags & VE_BINDF_SHARE) ? VE_BIND_SHARE : 0;
+			ve_proto_decode_bind(b, &bd->entry, &bd->flags);
 		}
 	}
 	return n;
@@ -857,13 +820,7 @@ static int l_submit_failed(void *impl, const struct ve_binding *b, int status)
 	if (r->conn && o->epoch == r->epoch) {
 		r->ninflight_cur--;
 		struct ve_rec rec;
-		ve_rec_init(&rec, VE_REC_SUBMIT_FAILED);
-		rec.u.submit_failed.tok = o->op.tok;
-		rec.u.submit_failed.status = status == 0		    ? -EIO
-					     : status < VE_PROTO_STATUS_MIN ? VE_PROTO_STATUS_MIN
-					     : status > VE_PROTO_STATUS_MAX ? VE_PROTO_STATUS_MAX
-									    : status;
-		rec.u.submit_failed.entry = o->entry;
+		ve_proto_encode_submit_failed(o->op.tok, o->entry, status, &rec);
 		o->state = OP_PENDING; /* ved requeues it: a new BIND comes */
 		r->npending++;
 		r->st.failed_sent++;
@@ -888,16 +845,7 @@ static int l_hint(void *impl, const struct ve_hint *h)
 	if (r->ob_n)
 		return -EAGAIN;
 	struct ve_rec rec;
-	ve_rec_init(&rec, VE_REC_HINT);
-	struct ve_rec_hint *p = &rec.u.hint;
-	p->key = h->key;
-	p->deadline_ns = h->deadline_ns;
-	p->expect_ready_ns = h->expect_ready_ns;
-	p->blocks = h->blocks;
-	p->min_sms = h->min_sms > VE_PROTO_MAX_SMS ? VE_PROTO_MAX_SMS : h->min_sms;
-	p->threads_per_block = h->threads > VE_PROTO_MAX_TPB ? 0 : h->threads;
-	p->op_flags = (uint8_t)(((h->flags & VE_READY_LATENCY) ? VE_OPF_LATENCY : 0) |
-				((h->flags & VE_READY_COOPERATIVE) ? VE_OPF_COOPERATIVE : 0));
+	ve_proto_encode_hint(h, &rec);
 	if (ve_ring_room(&r->conn->out, 1) < 1)
 		return -EAGAIN; /* advice only */
 	if (push(r, &rec, 1) != 1)
@@ -940,13 +888,7 @@ static int l_pipeline(void *impl, uint32_t client, uint16_t entry, const struct 
 	if (ve_ring_room(&c->out, 1) < 1)
 		return -EBUSY;
 	struct ve_rec rec;
-	ve_rec_init(&rec, VE_REC_PIPED);
-	rec.u.piped.tok = op->tok;
-	rec.u.piped.key = op->key;
-	rec.u.piped.entry = entry;
-	rec.u.piped.stream_idx =
-		op->stream < VE_PROTO_MAX_STREAMS ? op->stream : VE_PROTO_MAX_STREAMS - 1;
-	rec.u.piped.kind = clamp_u8(op->kind, 1, VE_PROTO_KIND_MAX - 1);
+	ve_proto_encode_piped(op, entry, &rec);
 	uint32_t k = rop_alloc(r, op);
 	if (k == NONE)
 		return -EBUSY;
@@ -1002,6 +944,75 @@ static uint32_t l_pending(void *impl)
 	return r->npending + r->ob_n + ve_coord_view(r->local)->nready;
 }
 
+/* Asks ved for its profiles on a connection of our own (the registration's
+ * socket is the liveness signal and carries nothing) and writes them to path. */
+static int fetch_profile(struct ve_remote *r, const char *path)
+{
+	int fd = ve_ctl_connect(r->path);
+	if (fd < 0)
+		return fd;
+	static union {
+		uint8_t b[VE_CTL_MAX_MSG];
+		uint64_t align;
+	} msg; /* one save at a time: the owner's thread, at exit */
+	struct ve_ctl_profile_req q;
+	memset(&q, 0, sizeof(q));
+	ve_ctl_hdr_init(&q.h, VE_CTL_PROFILE_REQ, sizeof(q));
+	int rc = ve_ctl_send(fd, &q, sizeof(q));
+	FILE *f = rc ? NULL : fopen(path, "w");
+	if (!rc && !f)
+		rc = -errno;
+	for (uint32_t chunk = 0; !rc; chunk++) {
+		int n = ve_ctl_recv(fd, msg.b, sizeof(msg.b), NULL, 5000);
+		const struct ve_ctl_profile *m = (const void *)msg.b;
+		if (n <= 0 || ve_ctl_check(msg.b, (size_t)n, VE_CTL_FROM_VED) ||
+		    m->h.type != VE_CTL_PROFILE || m->chunk != chunk) {
+			rc = n < 0 ? n : -EPROTO;
+			break;
+		}
+		if (m->nbytes && fwrite(m + 1, 1, m->nbytes, f) != m->nbytes)
+			rc = -EIO;
+		if (m->h.flags & VE_CTL_F_LAST)
+			break;
+	}
+	if (f && fclose(f) && !rc)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Under ved the profiles that decide, and that completions refine, are
+ * ved's; in safe mode they are the local coordinator's. */
+static int l_profile_save(void *impl, const char *path)
+{
+	struct ve_remote *r = impl;
+	if (!r->conn)
+		return ve_profile_save(ve_coord_profile(r->local), path, "");
+	return fetch_profile(r, path);
+}
+
+static void l_info(void *impl, struct ve_link_info *out)
+{
+	struct ve_remote *r = impl;
+	struct ve_coord_stats cs;
+	ve_coord_stats(r->local, &cs);
+	memset(out, 0, sizeof(*out));
+	out->where = r->conn ? "ved" : "ved (safe mode)";
+	snprintf(out->policy, sizeof(out->policy), "%s", r->st.policy);
+	out->bindings = r->st.binds + r->st.local_bindings;
+	out->decide_ns = cs.decide_ns;
+}
+
+static void l_set_notify(void *impl, void (*fn)(void *), void *arg)
+{
+	ve_remote_set_notify(impl, fn, arg);
+}
+
+static void l_destroy(void *impl)
+{
+	ve_remote_destroy(impl);
+}
+
 static const struct ve_link_ops remote_ops = {
     .name = "ved",
     .client_add = l_client_add,
@@ -1015,6 +1026,10 @@ static const struct ve_link_ops remote_ops = {
     .pipeline_cancel = l_pipeline_cancel,
     .set_now = l_set_now,
     .pending = l_pending,
+    .set_notify = l_set_notify,
+    .profile_save = l_profile_save,
+    .info = l_info,
+    .destroy = l_destroy,
 };
 
 /* ------------------------------------------------------------------ helper thread */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "shim/real.h"
+#include "backend/cuda_driver.h"
 #include "util/util.h"
 
 #include <dlfcn.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The coordinator serving remote clients over records (serve.h). */
-#include "dispatch/serve.h"
-#include "dispatch/toktab.h"
+/* The coordinator serving remote clients over records (server.h). */
+#include "ved/server.h"
+#include "ved/toktab.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -300,23 +300,9 @@ static int apply_ready(struct ve_serve *s, uint32_t id, const struct ve_rec_read
 		return violation(s, "more than %u ops at once (client_ops)", s->cfg.client_ops);
 	uint32_t k = c->free_head;
 	struct sop *o = &c->ops[k];
-	struct ve_ready_op op = {
-	    .tok = r->tok,
-	    .key = r->key,
-	    /* Ages are ved's: clients' clocks need not agree (a sim's is virtual). */
-	    .ready_ns = ve__now_ns(),
-	    .blocks = r->blocks,
-	    .threads = r->threads_per_block,
-	    .min_sms = r->min_sms,
-	    .client = id,
-	    .stream = r->stream_idx,
-	    .priority = r->priority,
-	    .kind = r->kind,
-	    .flags = (uint8_t)(((r->op_flags & VE_OPF_LATENCY) || (c->flags & VE_READY_LATENCY)
-				    ? VE_READY_LATENCY
-				    : 0) |
-			       ((r->op_flags & VE_OPF_COOPERATIVE) ? VE_READY_COOPERATIVE : 0)),
-	};
+	struct ve_ready_op op;
+	/* Ages are ved's: clients' clocks need not agree (a sim's is virtual). */
+	ve_proto_decode_ready(r, id, c->flags, ve__now_ns(), &op);
 	if (c->hint_tok == r->tok)
 		op.deadline_ns = c->hint_deadline;
 	c->hint_tok = 0;
@@ -358,7 +344,7 @@ static int apply_done(struct ve_serve *s, uint32_t id, const struct ve_rec_done 
 		return rc;
 	struct sop *o = &c->ops[k];
 	uint64_t now = ve__now_ns();
-	rc = ve_coord_done(s->co, id, o->entry, o->op.key, r->t_end_ns - r->t_start_ns);
+	rc = ve_coord_done(s->co, id, o->entry, o->op.key, ve_proto_decode_done(r));
 	if (rc)
 		VE_ERR("ved: coordinator refused the completion of client %u token %#llx (%d)", id,
 		       (unsigned long long)r->tok, rc);
@@ -402,7 +388,7 @@ static int apply_failed(struct ve_serve *s, uint32_t id, const struct ve_rec_sub
 }
 
 /* PIPED: the client put an op behind one of its ops still bound on the
- * entry (DESIGN.md section 7; its DONE comes after this record on the same
+ * entry (docs/architecture.md, "Dispatch"; its DONE comes after this record on the same
  * ring, so the entry is still this client's). Count it as bound there. */
 static int apply_piped(struct ve_serve *s, uint32_t id, const struct ve_rec_piped *r)
 {
@@ -423,12 +409,7 @@ static int apply_piped(struct ve_serve *s, uint32_t id, const struct ve_rec_pipe
 	struct sop *o = &c->ops[k];
 	c->free_head = o->next_free;
 	memset(o, 0, sizeof(*o));
-	o->op = (struct ve_ready_op){.tok = r->tok,
-				     .key = r->key,
-				     .ready_ns = ve__now_ns(),
-				     .client = id,
-				     .stream = r->stream_idx,
-				     .kind = r->kind};
+	ve_proto_decode_piped(r, id, ve__now_ns(), &o->op);
 	o->state = OP_BOUND;
 	o->entry = r->entry;
 	o->delivered = 1; /* the client answers it with a DONE like any binding */
@@ -451,16 +432,8 @@ static int apply_hint(struct ve_serve *s, uint32_t id, const struct ve_rec_hint 
 		c->hint_deadline = r->deadline_ns;
 		return 0;
 	}
-	struct ve_hint h = {.client = id,
-			    .min_sms = r->min_sms,
-			    .key = r->key,
-			    .blocks = r->blocks,
-			    .threads = r->threads_per_block,
-			    .flags =
-				((r->op_flags & VE_OPF_LATENCY) ? VE_READY_LATENCY : 0) |
-				((r->op_flags & VE_OPF_COOPERATIVE) ? VE_READY_COOPERATIVE : 0),
-			    .expect_ready_ns = r->expect_ready_ns,
-			    .deadline_ns = r->deadline_ns};
+	struct ve_hint h;
+	ve_proto_decode_hint(r, id, &h);
 	ve_coord_hint(s->co, &h);
 	s->dirty = true;
 	return 0;
@@ -560,12 +533,7 @@ static void bind_rec(struct ve_serve *s, struct sclient *c, uint32_t k, uint32_t
 {
 	(void)s;
 	const struct sop *o = &c->ops[k];
-	ve_rec_init(r, VE_REC_BIND);
-	r->seq = seq;
-	r->u.bind.tok = o->op.tok;
-	r->u.bind.entry = o->entry;
-	r->u.bind.lane_stream = (uint16_t)(o->op.stream % VE_PROTO_MAX_LANES);
-	r->u.bind.flags = o->shared ? VE_BINDF_SHARE : 0;
+	ve_proto_encode_bind(o->op.tok, o->op.stream, o->entry, o->shared, seq, r);
 }
 
 static void out_advance(struct ve_serve *s, struct sclient *c, uint32_t n)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Exported names of the per-thread-default-stream entry points: real.h's
+/* Exported names of the per-thread-default-stream entry points: cuda_driver.h's
  * list expanded with cuda.h's per-thread macros (cuLaunchKernel_ptsz, ...). */
 #define CUDA_API_PER_THREAD_DEFAULT_STREAM 1
-#include "shim/real.h"
+#include "backend/cuda_driver.h"
 
 #define VE_XSTR(x)  VE_XSTR2(x)
 #define VE_XSTR2(x) #x

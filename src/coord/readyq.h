@@ -5,8 +5,8 @@
  * directly (struct ve_ready_op in ve_policy.h). O(1) push, remove from
  * anywhere, and oldest-per-client; no allocation after init.
  */
-#ifndef VE_CORE_READYQ_H
-#define VE_CORE_READYQ_H
+#ifndef VE_COORD_READYQ_H
+#define VE_COORD_READYQ_H
 
 #include "ve/ve_policy.h"
 

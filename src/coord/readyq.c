@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "core/readyq.h"
+#include "coord/readyq.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -17,10 +17,11 @@
  *                             work left closes its gate and is released
  * Not thread-safe: one thread (the dispatcher or the daemon loop) owns it.
  */
-#ifndef VE_DISPATCH_COORD_H
-#define VE_DISPATCH_COORD_H
+#ifndef VE_COORD_H
+#define VE_COORD_H
 
-#include "core/readyq.h"
+#include "coord/readyq.h"
+#include "policy/registry.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "ve/ve_policy.h"
@@ -118,6 +119,9 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 /* Runs the policy's grant() if a tick is due (tick_ns since the last one),
  * a report asked for one, or force. Returns the grants changed. */
 int ve_coord_tick(struct ve_coord *c, bool force);
+/* A measured run time of an op the client bound itself: refines T(key, m). */
+void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
+		      uint64_t measured_ns);
 
 struct ve_pool *ve_coord_pool(struct ve_coord *c);
 struct ve_profile *ve_coord_profile(struct ve_coord *c);
@@ -126,13 +130,5 @@ const char *ve_coord_policy_name(const struct ve_coord *c);
 void ve_coord_stats(const struct ve_coord *c, struct ve_coord_stats *st);
 /* Virtual or real clock for ages and deadlines (the sim sets virtual time). */
 void ve_coord_set_now(struct ve_coord *c, uint64_t now_ns);
-
-/* Policy registry (src/policy/registry.c). */
-const struct ve_policy_ops *ve_policy_builtin(const char *name);
-/* name[:args] of a built-in, or a path to a .so exporting ve_policy_entry. */
-int ve_policy_resolve(const char *spec, const struct ve_policy_ops **ops, const char **args,
-		      void **dl_handle, char *err, size_t errlen);
-/* Comma-separated built-in names (for --help). */
-const char *ve_policy_builtin_names(void);
 
 #endif

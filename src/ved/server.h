@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The coordinator serving clients of other processes over records: what ved
- * runs (src/daemon/ved.c) between its rings and the SAME struct ve_coord the
+ * runs (src/ved/ved.c) between its rings and the SAME struct ve_coord the
  * embedded placement uses. No sockets, no rings of its own (ve_serve_flush
  * takes the client's producer handle), so tests and the fuzz target drive it
  * with records directly.
@@ -23,10 +23,10 @@
  * (ve_serve_client_remove). Coordinator state is never touched by a refused
  * record. Not thread-safe: one owner, like the coordinator.
  */
-#ifndef VE_DISPATCH_SERVE_H
-#define VE_DISPATCH_SERVE_H
+#ifndef VE_VED_SERVER_H
+#define VE_VED_SERVER_H
 
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "ipc/ctl.h"
 #include "ipc/proto.h"
 #include "ipc/ring.h"

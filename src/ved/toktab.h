@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Token -> slot index, for the tables ved and the remote link keep of the ops
- * they have in flight (serve.c, remote.c). Open addressing with linear probing
+ * they have in flight (server.c, client.c). Open addressing with linear probing
  * and backward-shift deletion (no tombstones, so lookups never degrade),
  * sized at init to at least twice the most items ever stored: no allocation
  * after init. Key 0 is the empty marker; tokens are never 0 (docs/ipc.md).
  */
-#ifndef VE_DISPATCH_TOKTAB_H
-#define VE_DISPATCH_TOKTAB_H
+#ifndef VE_VED_TOKTAB_H
+#define VE_VED_TOKTAB_H
 
 #include "util/util.h"
 

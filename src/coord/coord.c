@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "dispatch/coord.h"
+#include "coord/coord.h"
 #include "util/util.h"
 
 #include <dlfcn.h>
@@ -645,6 +645,14 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 	*entry = c->gc[client].entry;
 	*gen = c->gc[client].gen;
 	return 0;
+}
+
+void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
+		      uint64_t measured_ns)
+{
+	(void)client;
+	if (entry < c->pool.nentries && key && measured_ns)
+		ve_profile_observe(c->prof, key, c->pool.e[entry].sms, (double)measured_ns);
 }
 
 /* Takes the client's entry away (SMs outside 'keep' go on draining). */

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# The layer order of src/, checked over #include edges (docs/architecture.md,
+# "Layers"). A module may include its own headers and those of the modules
+# in lower layers, never one of its own layer or above:
+#
+#   0  ve (include/ve: public, includes only itself), util
+#   1  core
+#   2  backend, pool          backend may include core and util only
+#   3  profile
+#   4  policy
+#   5  coord
+#   6  dispatch
+#   7  ipc
+#   8  ved
+#   9  runtime
+#  10  shim
+#  11  tools
+#
+# Checked: every edge of src/, include/ve and tools/ against that order, no
+# include cycle between files nor between modules (tsort), no file below the
+# shim including a shim header. The self-test plants an upward edge, a sideways edge and a
+# cycle in a copy of the tree and expects each to be caught.
+#
+#   tests/layering.sh [ROOT]      check ROOT (default: this repository)
+#   tests/layering.sh --list      print the module edges of this repository
+# Output follows the test harness ("ok NAME", "FAIL NAME", "# summary: ...").
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+rank_of() {
+	case "$1" in
+	ve | util) echo 0 ;;
+	core) echo 1 ;;
+	backend | pool) echo 2 ;;
+	profile) echo 3 ;;
+	policy) echo 4 ;;
+	coord) echo 5 ;;
+	dispatch) echo 6 ;;
+	ipc) echo 7 ;;
+	ved) echo 8 ;;
+	runtime) echo 9 ;;
+	shim) echo 10 ;;
+	tools) echo 11 ;;
+	*) echo -1 ;;
+	esac
+}
+
+# Prints "file target-file" for every quoted #include that names a module
+# header ("mod/x.h"), relative to root.
+edges() {
+	local root=$1 f t
+	(cd "$root" && find src include/ve tools -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null |
+		LC_ALL=C sort) | while read -r f; do
+		sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z_]*\/[^"]*\)".*/\1/p' \
+			"$root/$f" | while read -r t; do
+			if [ -f "$root/src/$t" ]; then
+				echo "$f src/$t"
+			elif [ -f "$root/include/$t" ]; then
+				echo "$f include/$t"
+			else
+				echo "$f ?/$t"
+			fi
+		done
+	done
+}
+
+module_of() {
+	case "$1" in
+	include/ve/*) echo ve ;;
+	tools/*) echo tools ;;
+	src/*) echo "$1" | cut -d/ -f2 ;;
+	*) echo "?" ;;
+	esac
+}
+
+# Violations of the order in root, one line each; returns 1 if any.
+check_tree() {
+	local root=$1 bad=0 f t mf mt rf rt
+	while read -r f t; do
+		mf=$(module_of "$f")
+		mt=$(module_of "$t")
+		[ "$mf" = "$mt" ] && continue
+		rf=$(rank_of "$mf")
+		rt=$(rank_of "$mt")
+		if [ "$t" = "${t#\?/}" ] && [ "$rf" -ge 0 ] && [ "$rt" -ge 0 ]; then :; else
+			echo "  $f includes $t: not in the layer order"
+			bad=1
+			continue
+		fi
+		if [ "$mf" = backend ] && [ "$mt" != core ] && [ "$mt" != util ]; then
+			echo "  $f includes $t: the backend may include core and util only"
+			bad=1
+		elif [ "$mf" = ve ]; then
+			echo "  $f includes $t: a public header includes only public headers"
+			bad=1
+		elif [ "$rt" -gt "$rf" ]; then
+			echo "  $f includes $t: upward edge ($mf, layer $rf -> $mt, layer $rt)"
+			bad=1
+		elif [ "$rt" -eq "$rf" ]; then
+			echo "  $f includes $t: sideways edge ($mf -> $mt, both layer $rf)"
+			bad=1
+		fi
+	done < <(edges "$root")
+	return $bad
+}
+
+# Include cycles between files; returns 1 if any.
+check_cycles() {
+	local root=$1 out
+	out=$(edges "$root" | grep -v ' ?/' | tsort 2>&1 >/dev/null)
+	if [ -n "$out" ]; then
+		echo "$out" | sed 's/^/  /'
+		return 1
+	fi
+	return 0
+}
+
+# Include cycles between modules (a file of A includes one of B and a file
+# of B one of A, or longer); returns 1 if any.
+check_module_cycles() {
+	local root=$1 out
+	out=$(edges "$root" | grep -v ' ?/' | while read -r f t; do
+		echo "$(module_of "$f") $(module_of "$t")"
+	done | awk '$1 != $2' | LC_ALL=C sort -u | tsort 2>&1 >/dev/null)
+	if [ -n "$out" ]; then
+		echo "$out" | sed 's/^/  /'
+		return 1
+	fi
+	return 0
+}
+
+# No file outside src/shim (and tools) includes a shim header.
+check_shim() {
+	local root=$1 bad=0 f t
+	while read -r f t; do
+		case "$t" in src/shim/*) ;; *) continue ;; esac
+		case "$f" in src/shim/* | tools/*) continue ;; esac
+		echo "  $f includes $t"
+		bad=1
+	done < <(edges "$root")
+	return $bad
+}
+
+P=0 F=0
+report() { # name status [output]
+	if [ "$2" -eq 0 ]; then
+		echo "ok   $1"
+		P=$((P + 1))
+	else
+		echo "FAIL $1"
+		[ -n "${3:-}" ] && echo "$3"
+		F=$((F + 1))
+	fi
+}
+
+# A copy of the tree (sources only) with one planted fault; the check must fail.
+plant() { # name check-function file line
+	local tmp
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/ve-layering-XXXXXX") || return 1
+	(cd "$here" && tar cf - src include tools 2>/dev/null) | (cd "$tmp" && tar xf -)
+	printf '%s\n' "$4" >>"$tmp/$3"
+	local out rc
+	out=$("$2" "$tmp")
+	rc=$?
+	rm -rf "$tmp"
+	if [ $rc -ne 0 ]; then
+		report "$1" 0
+	else
+		report "$1" 1 "  the planted fault ($3: $4) was not caught"
+	fi
+}
+
+if [ "${1:-}" = --list ]; then
+	edges "$here" | while read -r f t; do echo "$(module_of "$f") -> $(module_of "$t")"; done |
+		awk '$1 != $3' | LC_ALL=C sort | uniq -c
+	exit 0
+fi
+
+root=${1:-$here}
+out=$(check_tree "$root")
+report layer_order $? "$out"
+out=$(check_cycles "$root")
+report no_include_cycle $? "$out"
+out=$(check_module_cycles "$root")
+report no_module_cycle $? "$out"
+out=$(check_shim "$root")
+report nothing_below_shim_includes_it $? "$out"
+if [ $# -eq 0 ]; then
+	plant self_test_upward_edge check_tree src/backend/sim.c '#include "shim/shim.h"'
+	plant self_test_upward_edge_dispatch check_tree src/dispatch/trace.c '#include "ved/client.h"'
+	plant self_test_sideways_edge check_tree src/pool/pool.c '#include "backend/backend.h"'
+	plant self_test_public_header check_tree include/ve/ve_pool.h '#include "pool/pool.h"'
+	plant self_test_cycle check_cycles src/core/token.h '#include "core/vctx.h"'
+	plant self_test_module_cycle check_module_cycles src/core/desc.c '#include "dispatch/trace.h"'
+	plant self_test_shim_header check_shim src/dispatch/link.c '#include "shim/shim.h"'
+fi
+echo "# summary: $P passed, $F failed, 0 skipped"
+[ "$F" -eq 0 ]
