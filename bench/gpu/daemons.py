@@ -213,6 +213,18 @@ class Ved:
         rc = self.proc.wait(time.time() + 5)
         return rc
 
+    def grant_stats(self):
+        """The grant statistics ved logs when it stops (grant mode), or None."""
+        m = re.search(r"grants: (\d+) ticks, (\d+) changes, (\d+) reclaims, reclaim_us p50 "
+                      r"([\d.]+) p99 ([\d.]+) max ([\d.]+)", self._log())
+        if not m:
+            return None
+        k = ("ticks", "changes", "reclaims")
+        d = {x: int(m.group(i + 1)) for i, x in enumerate(k)}
+        d.update(reclaim_us_p50=float(m.group(4)), reclaim_us_p99=float(m.group(5)),
+                 reclaim_us_max=float(m.group(6)))
+        return d
+
 
 def ved_client_check(proc, joined, daemon=True):
     """(ok, detail): a ve-run client really ran under the shim (and, with

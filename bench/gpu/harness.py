@@ -318,9 +318,13 @@ class Infra:
         return {"alive": self.ved.alive(), "joined": self.ved.joined(), "log": self.ved.log_path}
 
     def stop_ved(self):
+        """Stops ved; returns its grant statistics (grant mode) or None."""
+        stats = None
         if self.ved:
             self.ved.stop()
+            stats = self.ved.grant_stats()
             self.ved = None
+        return stats
 
     def close(self):
         self.stop_ved()
@@ -381,6 +385,7 @@ class Round:
         self.error = None
         self.mps_ok, self.mps_detail = None, ""
         self.ved_alive = None
+        self.ved_grants = None  # ved's grant statistics (grant mode)
         self.started = False
 
 
@@ -492,7 +497,7 @@ class Runner:
                 mb.error = None
             if mode.ve:
                 mb.ve = ved_client_check(mb.proc, rep["joined"], mode.daemon)
-        self.infra.stop_ved()
+        rnd.ved_grants = self.infra.stop_ved()
         if rnd.ved_alive is False:
             log(f"{rnd.tag}: ved DIED during the round (see {rep.get('log')})")
         return rnd
