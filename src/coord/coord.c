@@ -26,6 +26,7 @@ struct grant_client {
 	uint64_t close_gen;  /* the generation that took them away */
 	uint64_t close_ns;   /* when (reclaim latency) */
 	struct ve_grant_report rep;
+	bool paused;	     /* stopped answering: no grant until it answers again */
 };
 
 static int run_prepare(struct ve_coord *c, const struct ve_hint *h);
@@ -625,7 +626,11 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 	/* A report can only speak for leaves its grants covered: what it says
 	 * busy beyond them is ignored (a confused client must not lock out the
 	 * others), what it leaves out of them counts busy until acknowledged. */
+	/* Busy only where it was granted: its grant, what is draining, what it
+	 * reported before (a confused or hostile report cannot claim more). */
+	uint64_t may = leaves_of(c, g->entry) | g->closing | g->rep.busy_leaves;
 	g->rep = *r;
+	g->rep.busy_leaves &= may;
 	if (r->ack_gen < g->gen)
 		g->rep.busy_leaves |= leaves_of(c, g->entry);
 	if (g->closing && r->ack_gen >= g->close_gen && !(r->busy_leaves & g->closing)) {
@@ -645,6 +650,39 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 	*entry = c->gc[client].entry;
 	*gen = c->gc[client].gen;
 	return 0;
+}
+
+void ve_coord_client_forget(struct ve_coord *c, uint32_t client)
+{
+	if (client >= c->rq.nclients)
+		return;
+	struct grant_client *g = &c->gc[client];
+	if (g->entry != VE_POOL_NONE || g->closing || g->rep.busy_leaves) {
+		g->entry = g->want = VE_POOL_NONE;
+		g->closing = 0;
+		g->rep.busy_leaves = 0;
+		g->gen++;
+		c->st.grant_changes++;
+		c->urgent = true;
+	}
+}
+
+void ve_coord_client_pause(struct ve_coord *c, uint32_t client, bool paused)
+{
+	if (client >= c->rq.nclients || c->gc[client].paused == paused)
+		return;
+	c->gc[client].paused = paused;
+	if (paused)
+		ve_coord_client_forget(c, client);
+	c->urgent = true;
+}
+
+bool ve_coord_contended(const struct ve_coord *c, uint32_t client)
+{
+	for (uint32_t k = 0; k < c->rq.nclients; k++)
+		if (k != client && c->cl[k].active)
+			return true;
+	return false;
 }
 
 void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
@@ -739,7 +777,7 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 		refresh_view(c);
 		for (uint32_t k = 0; k < VE_COORD_MAX_CLIENTS; k++) {
 			struct grant_client *g = &c->gc[k];
-			bool on = k < c->rq.nclients && c->cl[k].active;
+			bool on = k < c->rq.nclients && c->cl[k].active && !g->paused;
 			c->dem[k] = on ? g->rep.demand : (struct ve_client_demand){0};
 			c->dem[k].entry = on ? g->entry : VE_POOL_NONE;
 			if (on && (c->cl[k].flags & VE_READY_LATENCY))
@@ -751,7 +789,7 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 			for (uint32_t k = 0; k < c->rq.nclients; k++) {
 				if (!c->cl[k].active)
 					continue;
-				uint16_t t = c->plan.entry[k];
+				uint16_t t = c->gc[k].paused ? VE_POOL_NONE : c->plan.entry[k];
 				if (t != VE_POOL_NONE && t >= c->pool.nentries) {
 					VE_WARN("policy %s granted client %u entry %u, which does not "
 						"exist; ignored",

@@ -119,6 +119,14 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 /* Runs the policy's grant() if a tick is due (tick_ns since the last one),
  * a report asked for one, or force. Returns the grants changed. */
 int ve_coord_tick(struct ve_coord *c, bool force);
+/* The client's process is gone (or stopped answering, paused): its grant
+ * and the leaves it was draining are released now, since the driver ended
+ * its work (or a stopped process's submitted work has long finished).
+ * pause(true) also keeps it out of the grants until pause(false). */
+void ve_coord_client_forget(struct ve_coord *c, uint32_t client);
+void ve_coord_client_pause(struct ve_coord *c, uint32_t client, bool paused);
+/* Another client is registered (and could want SMs back at any tick). */
+bool ve_coord_contended(const struct ve_coord *c, uint32_t client);
 /* A measured run time of an op the client bound itself: refines T(key, m). */
 void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
 		      uint64_t measured_ns);

@@ -48,6 +48,7 @@ struct lane_st {
 	uint32_t id;	   /* VE_LANE value */
 	uint32_t inflight; /* ops submitted and not reported complete */
 	uint32_t unmarked; /* deferred ops since the lane's last marker */
+	uint32_t nsub;	   /* ops submitted so far (profile sampling) */
 	uint8_t on_unm;	   /* listed in d->unm */
 	uint64_t avg_ns;   /* recent time per op: EWMA over reported completions */
 	uint64_t last_done_ns, last_submit_ns;
@@ -64,6 +65,7 @@ struct gclient {
 	uint64_t active_ns;
 	uint32_t nwait;	   /* ops in the wait queue */
 	uint32_t ncompute; /* compute ops in flight */
+	bool contended;	   /* other clients may need SMs back soon (short submit-ahead) */
 	bool zombie;	   /* detached with compute ops still running: reports until drained */
 };
 
@@ -261,6 +263,8 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 		d->cfg.mark_every = 16;
 	if (!d->cfg.idle_flush_ns)
 		d->cfg.idle_flush_ns = 20000;
+	if (!d->cfg.ahead_alone_ns)
+		d->cfg.ahead_alone_ns = 2000000;
 	if (d->cfg.lanes_per_entry > 256 || d->cfg.copy_lanes > 256)
 		goto einval;
 	d->b = cfg->backend;
@@ -428,6 +432,18 @@ static void inflight_free(struct ve_dispatcher *d, uint32_t i)
 	d->ninflight--;
 }
 
+/* How many ops a lane may hold: its recent time per op into the bound
+ * (ahead_ns while other clients may need the SMs back, which bounds how
+ * long a grant that shrinks takes to drain; ahead_alone_ns otherwise), at
+ * least 2 (one running, one queued behind it so the GPU never waits for
+ * this thread), at most ahead_max. */
+static uint32_t lane_room(const struct ve_dispatcher *d, const struct lane_st *L, bool contended)
+{
+	uint64_t bound = contended ? d->cfg.ahead_ns : VE_MAX(d->cfg.ahead_alone_ns, d->cfg.ahead_ns);
+	uint64_t n = bound / VE_MAX(L->avg_ns, AVG_MIN_NS);
+	return (uint32_t)VE_MIN(VE_MAX(n, 2ull), (uint64_t)d->cfg.ahead_max);
+}
+
 static uint32_t lane_index(const struct ve_dispatcher *d, uint32_t lane)
 {
 	uint32_t e = VE_LANE_ENTRY(lane), k = VE_LANE_STREAM(lane);
@@ -471,8 +487,19 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	f->kind = desc->kind;
 	f->piped = piped;
 	f->granted = granted;
-	bool defer = L && d->deferral && d->grant_mode && entry != VE_LANE_COPY_ENTRY &&
-		     L->unmarked + 1 < d->cfg.mark_every;
+	/* A marker at least every mark_every ops, and often enough that a lane
+	 * holding few ops (long kernels) hears of completions while work is
+	 * still queued behind them: a quarter of its room. */
+	bool defer = false;
+	if (L && d->deferral && d->grant_mode && entry != VE_LANE_COPY_ENTRY) {
+		uint32_t every = VE_MIN(d->cfg.mark_every,
+					VE_MAX(1u, lane_room(d, L, d->gc[client].contended) / 4));
+		defer = L->unmarked + 1 < every;
+		/* One op in 64 right after a marker gets its own marker too: a
+		 * sample of its run time for the profiles (f->solo below). */
+		if (L->unmarked == 0 && (L->nsub % 64) == 0)
+			defer = false;
+	}
 	rc = defer ? d->b->ops->submit_deferred(d->b, lane, desc, i)
 		   : d->b->ops->submit(d->b, lane, desc, i);
 	if (rc) {
@@ -483,6 +510,7 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	f->solo = !defer && (!L || L->unmarked == 0);
 	if (L) {
 		L->inflight++;
+		L->nsub++;
 		L->last_submit_ns = d->b->ops->now(d->b);
 		if (defer) {
 			L->unmarked++;
@@ -686,7 +714,10 @@ static void grant_refresh(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 	uint16_t e;
 	uint64_t gen;
 	struct gclient *g = &d->gc[c];
-	if (L_CALL(d, grant, c, &e, &gen) || gen == g->gen)
+	if (L_CALL(d, grant, c, &e, &gen))
+		return;
+	g->contended = d->link.ops->contended ? L_CALL(d, contended, c) : true;
+	if (gen == g->gen)
 		return;
 	if (g->entry != VE_POOL_NONE && g->entry != e)
 		flush_lanes(d, false, g->entry, now);
@@ -904,11 +935,6 @@ static int poll_calls(struct ve_dispatcher *d)
 /* How many ops a lane may hold: ahead_ns of its recent time per op, at
  * least 2 (one running, one queued behind it so the GPU never waits for
  * this thread), at most ahead_max. */
-static uint32_t lane_room(const struct ve_dispatcher *d, const struct lane_st *L)
-{
-	uint64_t n = d->cfg.ahead_ns / VE_MAX(L->avg_ns, AVG_MIN_NS);
-	return (uint32_t)VE_MIN(VE_MAX(n, 2ull), (uint64_t)d->cfg.ahead_max);
-}
 
 /* 0 submitted, 1 hold it back (retry next pass), -1 let it become ready. */
 static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pipe_info *pi)
@@ -935,7 +961,7 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 		/* The bound is on kernels (it is what a drain waits for); a copy
 		 * rides behind its kernel at once, which also keeps a stream-memory
 		 * write from ever landing behind a wait it must release. */
-		if (compute && d->ls[li].inflight >= lane_room(d, &d->ls[li])) {
+		if (compute && d->ls[li].inflight >= lane_room(d, &d->ls[li], d->gc[c].contended)) {
 			d->st.ahead_full++;
 			return 1;
 		}
@@ -1017,13 +1043,22 @@ static int drain_pipeline(struct ve_dispatcher *d)
 	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
 		if (!d->cl[c].active)
 			continue;
-		int k = ve_vctx_pop_pipeline(d->cl[c].v, d->pinfo, BATCH);
-		for (int j = 0; j < k; j++) {
-			int r = try_candidate(d, c, &d->pinfo[j]);
-			if (r == 0)
-				moved++;
-			else if (r > 0)
-				hold_candidate(d, c, &d->pinfo[j]);
+		/* A chain offers its next op only once this one is claimed: keep
+		 * popping, so a dependent chain moves at driver speed, not one op
+		 * per pass. */
+		for (int round = 0; round < 16; round++) {
+			int k = ve_vctx_pop_pipeline(d->cl[c].v, d->pinfo, BATCH);
+			int took = 0;
+			for (int j = 0; j < k; j++) {
+				int r = try_candidate(d, c, &d->pinfo[j]);
+				if (r == 0)
+					took++;
+				else if (r > 0)
+					hold_candidate(d, c, &d->pinfo[j]);
+			}
+			moved += took;
+			if (k < 1 || !took)
+				break;
 		}
 	}
 	return moved;

@@ -53,6 +53,8 @@ struct ve_dispatcher_config {
 	 * fewer than ahead_max ops. This keeps launch-bound jobs fed and bounds
 	 * how long a grant that shrinks takes to drain. */
 	uint64_t ahead_ns;	  /* default 150 us; 0 = submit only ready ops */
+	uint64_t ahead_alone_ns;  /* the bound while no other client could want the SMs
+				   * (default 2 ms): more ahead, fewer GPU bubbles */
 	uint32_t ahead_max;	  /* default 256 */
 	/* Completion markers: at least every mark_every ops on an entry lane
 	 * (default 16; 1 = after every op); deferred completions of a lane are

@@ -68,6 +68,10 @@ static void e_tick(void *c)
 {
 	ve_coord_tick(c, false);
 }
+static bool e_contended(void *c, uint32_t client)
+{
+	return ve_coord_contended(c, client);
+}
 static void e_observe(void *c, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns)
 {
 	ve_coord_observe(c, client, entry, key, ns);
@@ -107,6 +111,7 @@ static const struct ve_link_ops embedded_ops = {
 	.grant = e_grant,
 	.report = e_report,
 	.tick = e_tick,
+	.contended = e_contended,
 	.observe = e_observe,
 	.profile_save = e_profile_save,
 	.info = e_info,

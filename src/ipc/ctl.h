@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 #define VE_CTL_MAGIC	   0x43444556u /* bytes 'V' 'E' 'D' 'C' */
-#define VE_CTL_VERSION	   1u
+#define VE_CTL_VERSION	   2u /* 2: grant words in the segment */
 #define VE_CTL_MAX_MSG	   65536u /* the largest message either side accepts */
 #define VE_CTL_NAME_MAX	   64
 #define VE_CTL_TEXT_MAX	   256
@@ -314,8 +314,32 @@ const char *ve_mps_state_name(int state);
 
 struct ve_ved_words {
 	_Atomic uint32_t daemon_sleeping;
-	uint32_t rsvd[31];
+	/* Written by ved before WELCOME: 1 when its coordinator grants entries
+	 * (grant mode, ve_policy.h); the client then binds its own ops. */
+	_Atomic uint32_t grant_mode;
+	uint32_t rsvd0[30];
+
+	/* ved -> client, one cache-line pair of its own. grant: the client's
+	 * grant, (generation << 16) | entry (0xffff: none), one word so the two
+	 * never tear; stored with release after the coordinator decided.
+	 * contended: another process is registered (keep little work ahead). */
+	_Atomic uint64_t grant;
+	_Atomic uint32_t contended;
+	uint32_t rsvd1[29];
+
+	/* client -> ved: the client's report (struct ve_grant_report), under a
+	 * sequence lock: rep_seq is odd while the client writes the fields
+	 * (relaxed atomics), even once they are whole; ved reads the fields
+	 * between two equal even loads of rep_seq. urgent: set by the client
+	 * (with the doorbell if ved sleeps) when it waits for a grant; ved
+	 * clears it and ticks at once. */
+	_Atomic uint32_t rep_seq;
+	_Atomic uint32_t urgent;
+	_Atomic uint32_t ready, inflight, want_sms, min_sms, flags, entry;
+	_Atomic uint64_t active_ns, deadline_ns, ack_gen, busy_leaves;
+	uint32_t rsvd2[16];
 };
+_Static_assert(sizeof(struct ve_ved_words) == 384, "ved words");
 
 _Static_assert(VE_VED_WORDS_OFF >= sizeof(struct ve_ipc_hdr) &&
 		   VE_VED_WORDS_OFF + sizeof(struct ve_ved_words) <= VE_IPC_HDR_SIZE,

@@ -130,6 +130,14 @@ static int check_shutdown(const struct ve_rec_shutdown *p)
 	return 0;
 }
 
+static int check_sample(const struct ve_rec_sample *r)
+{
+	if (!r->key || !r->ns || r->ns > (1ull << 40) || r->entry >= VE_PROTO_MAX_ENTRIES ||
+	    r->rsvd0 || r->rsvd1 || r->rsvd2[0] || r->rsvd2[1] || r->rsvd2[2] || r->rsvd2[3])
+		return -EINVAL;
+	return 0;
+}
+
 int ve_proto_check(const struct ve_rec *r, int dir)
 {
 	if (!r || (r->flags & ~VE_RECF_MASK))
@@ -148,6 +156,8 @@ int ve_proto_check(const struct ve_rec *r, int dir)
 			return check_bye(&r->u.bye);
 		case VE_REC_PIPED:
 			return check_piped(&r->u.piped);
+		case VE_REC_SAMPLE:
+			return check_sample(&r->u.sample);
 		}
 	} else if (dir == VE_DIR_TO_CLIENT) {
 		switch (r->type) {
@@ -179,6 +189,8 @@ const char *ve_proto_type_name(unsigned type)
 		return "BYE";
 	case VE_REC_PIPED:
 		return "PIPED";
+	case VE_REC_SAMPLE:
+		return "SAMPLE";
 	case VE_REC_BIND:
 		return "BIND";
 	case VE_REC_GATE:

@@ -71,6 +71,7 @@ enum ve_rec_type {
 	VE_REC_HINT = 4,	  /* an op is coming (deadline, expected ready time) */
 	VE_REC_BYE = 5,		  /* the client detaches; no record follows */
 	VE_REC_PIPED = 6,	  /* an op was submitted behind its in-flight predecessor */
+	VE_REC_SAMPLE = 7,	  /* grant mode: a measured run time, for profiles */
 	/* coordinator -> client */
 	VE_REC_BIND = 0x81,	/* op tok runs on pool entry 'entry', lane 'lane_stream' */
 	VE_REC_GATE = 0x82,	/* an entry's gate opened or closed (drain notice) */
@@ -159,6 +160,17 @@ struct ve_rec_piped {
 	uint64_t rsvd1[4];
 };
 
+/* SAMPLE (grant mode: ops the client bound itself send no DONE): op 'key'
+ * ran alone for ns on 'entry'; the coordinator refines T(key, SMs of entry). */
+struct ve_rec_sample {
+	uint64_t key; /* profile key, never 0 */
+	uint64_t ns;  /* measured run time, 1 .. 2^40 */
+	uint16_t entry;
+	uint16_t rsvd0;
+	uint32_t rsvd1;
+	uint64_t rsvd2[4];
+};
+
 struct ve_rec_bye {
 	int32_t reason; /* 0: normal detach; -errno otherwise */
 	uint32_t rsvd0;
@@ -205,6 +217,7 @@ struct ve_rec {
 		struct ve_rec_hint hint;
 		struct ve_rec_bye bye;
 		struct ve_rec_piped piped;
+		struct ve_rec_sample sample;
 		struct ve_rec_bind bind;
 		struct ve_rec_gate gate;
 		struct ve_rec_reserve reserve;
@@ -266,6 +279,10 @@ VE__OFF(struct ve_rec_piped, stream_idx, 16);
 VE__OFF(struct ve_rec_piped, entry, 20);
 VE__OFF(struct ve_rec_piped, kind, 22);
 _Static_assert(sizeof(struct ve_rec_piped) == 56, "PIPED payload");
+_Static_assert(sizeof(struct ve_rec_sample) == 56, "SAMPLE payload");
+VE__OFF(struct ve_rec_sample, key, 0);
+VE__OFF(struct ve_rec_sample, ns, 8);
+VE__OFF(struct ve_rec_sample, entry, 16);
 VE__OFF(struct ve_rec_bye, reason, 0);
 _Static_assert(sizeof(struct ve_rec_bind) == 56, "bind payload");
 VE__OFF(struct ve_rec_bind, tok, 0);

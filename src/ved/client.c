@@ -88,6 +88,9 @@ struct ve_remote {
 	uint64_t epoch;	   /* conn->epoch, or 0 */
 	bool have_client, removing, said_bye, was_safe;
 	uint32_t local_id, flags;
+	struct ve_grant_report rep_last; /* what ved last got from us (grant mode) */
+	bool rep_valid;
+	uint64_t rep_busy_last;
 	struct rop *ops;
 	uint32_t cap, free_head;
 	struct ve_toktab tab;
@@ -474,6 +477,8 @@ static void adopt(struct ve_remote *r, struct conn *c)
 	r->out_seq = r->in_seq = 0;
 	r->ob_n = r->ob_head = 0;
 	r->ninflight_cur = 0;
+	r->rep_valid = false; /* a new segment: the first report goes out whole */
+	r->rep_busy_last = 0;
 	atomic_store_explicit(&c->adopted, 1, memory_order_release);
 	atomic_store_explicit(&r->mode, VE_REMOTE_DAEMON, memory_order_relaxed);
 	snprintf(r->st.policy, sizeof(r->st.policy), "%s", c->policy);
@@ -1013,6 +1018,118 @@ static void l_destroy(void *impl)
 	ve_remote_destroy(impl);
 }
 
+/* ------------------------------------------------------------------ grant mode */
+
+/* The grant ved published for us (ipc/ctl.h, struct ve_ved_words), or the
+ * safe-mode coordinator's. Generations of different sources are kept
+ * apart (the registration epoch above bit 40, safe mode in bit 63), so a
+ * switch is always seen as a change. */
+static int l_grant(void *impl, uint32_t client, uint16_t *entry, uint64_t *gen)
+{
+	struct ve_remote *r = impl;
+	service(r);
+	if (!r->conn) {
+		if (!ve_coord_grant_mode(r->local))
+			return -EOPNOTSUPP;
+		int rc = ve_coord_grant(r->local, client, entry, gen);
+		*gen |= 1ull << 63;
+		return rc;
+	}
+	struct ve_ved_words *w = r->conn->w;
+	if (!atomic_load_explicit(&w->grant_mode, memory_order_relaxed))
+		return -EOPNOTSUPP;
+	/* A (pairs with ved's release store of the grant). */
+	uint64_t g = atomic_load_explicit(&w->grant, memory_order_acquire);
+	uint16_t e = (uint16_t)(g & 0xffff);
+	*entry = e < r->pool->nentries ? e : VE_POOL_NONE; /* ved's word is input, too */
+	*gen = (r->epoch << 40) + (g >> 16);
+	return 0;
+}
+
+static bool l_contended(void *impl, uint32_t client)
+{
+	struct ve_remote *r = impl;
+	if (!r->conn)
+		return false;
+	return atomic_load_explicit(&r->conn->w->contended, memory_order_relaxed) != 0;
+}
+
+static int l_report(void *impl, uint32_t client, const struct ve_grant_report *rep)
+{
+	struct ve_remote *r = impl;
+	if (!r->conn)
+		return ve_coord_report(r->local, client, rep);
+	struct conn *c = r->conn;
+	struct ve_ved_words *w = c->w;
+	const struct ve_client_demand *dm = &rep->demand;
+	/* Publish only what changed ved's view (active_ns coarsely): ved then
+	 * has work only when there is something to decide. */
+	uint64_t ack = rep->ack_gen & ((1ull << 40) - 1);
+	uint64_t active = dm->active_ns >> 20; /* ~1 ms */
+	bool waiting = dm->flags & VE_DEMAND_WAITING;
+	if (r->rep_valid && r->rep_last.demand.ready == dm->ready &&
+	    r->rep_last.demand.inflight == dm->inflight &&
+	    r->rep_last.demand.want_sms == dm->want_sms &&
+	    r->rep_last.demand.min_sms == dm->min_sms &&
+	    r->rep_last.demand.flags == dm->flags && r->rep_last.demand.entry == dm->entry &&
+	    r->rep_last.demand.deadline_ns == dm->deadline_ns &&
+	    (r->rep_last.demand.active_ns >> 20) == active && r->rep_last.ack_gen == rep->ack_gen &&
+	    r->rep_last.busy_leaves == rep->busy_leaves)
+		return 0;
+	r->rep_last = *rep;
+	r->rep_valid = true;
+	uint32_t seq = atomic_load_explicit(&w->rep_seq, memory_order_relaxed);
+	atomic_store_explicit(&w->rep_seq, seq + 1, memory_order_relaxed);
+	/* R (the odd value is visible before any field changes). */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&w->ready, dm->ready, memory_order_relaxed);
+	atomic_store_explicit(&w->inflight, dm->inflight, memory_order_relaxed);
+	atomic_store_explicit(&w->want_sms, dm->want_sms, memory_order_relaxed);
+	atomic_store_explicit(&w->min_sms, dm->min_sms, memory_order_relaxed);
+	atomic_store_explicit(&w->flags, dm->flags, memory_order_relaxed);
+	atomic_store_explicit(&w->entry, dm->entry, memory_order_relaxed);
+	atomic_store_explicit(&w->active_ns, dm->active_ns, memory_order_relaxed);
+	atomic_store_explicit(&w->deadline_ns, dm->deadline_ns, memory_order_relaxed);
+	atomic_store_explicit(&w->ack_gen, ack, memory_order_relaxed);
+	atomic_store_explicit(&w->busy_leaves, rep->busy_leaves, memory_order_relaxed);
+	/* R (pairs with ved's acquire load of the even value). */
+	atomic_store_explicit(&w->rep_seq, seq + 2, memory_order_release);
+	if (waiting || (dm->ready && dm->entry == VE_POOL_NONE) ||
+	    (r->rep_busy_last & ~rep->busy_leaves)) {
+		/* Waiting for a grant, or SMs just drained: ved should look now. */
+		atomic_store_explicit(&w->urgent, 1, memory_order_relaxed);
+		doorbell(r, c);
+	}
+	r->rep_busy_last = rep->busy_leaves;
+	return 0;
+}
+
+static void l_tick(void *impl)
+{
+	struct ve_remote *r = impl;
+	if (!r->conn)
+		ve_coord_tick(r->local, false); /* ved ticks by itself */
+}
+
+static void l_observe(void *impl, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns)
+{
+	struct ve_remote *r = impl;
+	if (!r->conn) {
+		ve_coord_observe(r->local, client, entry, key, ns);
+		return;
+	}
+	/* To ved, whose profiles the policy reads; a full ring drops the sample
+	 * (it is only advice, and more come). */
+	if (!key || !ns || r->ob_n || ve_ring_room(&r->conn->out, 1) < 1)
+		return;
+	struct ve_rec rec;
+	ve_rec_init(&rec, VE_REC_SAMPLE);
+	rec.u.sample.key = key;
+	rec.u.sample.ns = ns > (1ull << 40) ? 1ull << 40 : ns;
+	rec.u.sample.entry = entry;
+	push(r, &rec, 1);
+}
+
 static const struct ve_link_ops remote_ops = {
     .name = "ved",
     .client_add = l_client_add,
@@ -1030,6 +1147,11 @@ static const struct ve_link_ops remote_ops = {
     .profile_save = l_profile_save,
     .info = l_info,
     .destroy = l_destroy,
+    .grant = l_grant,
+    .report = l_report,
+    .tick = l_tick,
+    .contended = l_contended,
+    .observe = l_observe,
 };
 
 /* ------------------------------------------------------------------ helper thread */
@@ -1116,6 +1238,9 @@ static void *helper_main(void *arg)
 		}
 		int dead = atomic_load_explicit(&c->dead, memory_order_relaxed);
 		if (dead == DEAD_NONE) {
+			/* Our liveness for ved: a stopped process (SIGSTOP) stops this
+			 * too, and ved takes its grant back after a while. */
+			ve_shm_beat(&c->shm, VE_SIDE_CLIENT);
 			int why = DEAD_NONE;
 			uint64_t b = ve_shm_peer_beat(&c->shm, VE_SIDE_CLIENT);
 			if (b != r->last_beat) {

@@ -35,6 +35,10 @@ static const struct key keys[] = {
     {"profile", K_STR, 0, 0, "scaling profiles to load"},
     {"spin_us", K_U32, 0, 100000, "spin this long after the last record before sleeping"},
     {"heartbeat_ms", K_U32, 10, 10000, "heartbeat period in every segment"},
+    {"stale_ms", K_U32, 0, 3600000,
+     "grant mode: a client silent this long (stopped) loses its grant until it answers; 0 = never"},
+    {"tick_us", K_U32, 10, 1000000, "grant mode: the policy decides grants at most this often"},
+    {"per_op", K_BOOL, 0, 0, "bind op by op (the paper's strict mode) instead of granting entries"},
     {"stats_interval", K_U32, 0, 86400, "seconds between statistics lines at info, 0 = off"},
     {"trace_events", K_U32, 0, 1u << 20, "recent events kept for ve-ctl trace"},
     {"check", K_BOOL, 0, 0, "self-check after every decision; abort on a violation"},
@@ -147,21 +151,27 @@ static int set_key(struct ved_config *c, const struct key *k, const char *v, con
 			c->spin_us = (uint32_t)u;
 		else if (strcmp(k->name, "heartbeat_ms") == 0)
 			c->heartbeat_ms = (uint32_t)u;
+		else if (strcmp(k->name, "stale_ms") == 0)
+			c->stale_ms = (uint32_t)u;
+		else if (strcmp(k->name, "tick_us") == 0)
+			c->tick_us = (uint32_t)u;
 		else if (strcmp(k->name, "stats_interval") == 0)
 			c->stats_interval_s = (uint32_t)u;
 		else
 			c->trace_events = (uint32_t)u;
 		return 0;
-	case K_BOOL:
+	case K_BOOL: {
+		bool *dst = strcmp(k->name, "per_op") == 0 ? &c->per_op : &c->check;
 		if (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0)
-			c->check = true;
+			*dst = true;
 		else if (strcmp(v, "0") == 0 || strcmp(v, "no") == 0 || strcmp(v, "false") == 0)
-			c->check = false;
+			*dst = false;
 		else {
 			fprintf(stderr, "ved: %s: %s = %s: must be 0 or 1\n", where, k->name, v);
 			return -EINVAL;
 		}
 		return 0;
+	}
 	case K_LEVEL: {
 		int l = ve__log_parse_level(v);
 		if (l < 0) {
@@ -275,6 +285,8 @@ int ved_config_load(struct ved_config *c, const struct ved_overrides *o)
 	c->log_level = VE_LOG_INFO;
 	c->spin_us = 50;
 	c->heartbeat_ms = 100;
+	c->stale_ms = 1000;
+	c->tick_us = 200;
 	c->stats_interval_s = 60;
 	c->trace_events = 16384;
 	int bad = 0;

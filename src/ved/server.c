@@ -272,6 +272,9 @@ uint32_t ve_serve_client_remove(struct ve_serve *s, uint32_t id)
 		reclaimed++;
 	}
 	ve_coord_client_remove(s->co, id);
+	/* Its process is leaving or gone: what it had running on the GPU ends
+	 * with it, so its leaves are free for the others at once. */
+	ve_coord_client_forget(s->co, id);
 	uint64_t now = ve__now_ns();
 	trace_add(s, VE_TEV_LEAVE, id, now, now, 0, reclaimed, VE_PROTO_ENTRY_NONE);
 	client_free(c);
@@ -468,6 +471,10 @@ int ve_serve_apply(struct ve_serve *s, uint32_t id, const struct ve_rec *r)
 		break;
 	case VE_REC_PIPED:
 		rc = apply_piped(s, id, &r->u.piped);
+		break;
+	case VE_REC_SAMPLE:
+		ve_coord_observe(s->co, id, r->u.sample.entry, r->u.sample.key, r->u.sample.ns);
+		rc = 0;
 		break;
 	default: /* BYE */
 		rc = 1;

@@ -64,6 +64,12 @@ struct vconn {
 	struct ve_ved_words *w;
 	uint64_t last_completions;
 	double ops_per_s;
+	/* grant mode */
+	uint32_t rep_seen;     /* rep_seq last applied */
+	uint64_t grant_pub;    /* grant word last published */
+	uint32_t contended_pub;
+	uint64_t beat, beat_ns; /* the client's heartbeat and when it last moved */
+	bool stale;
 };
 
 struct ved {
@@ -117,7 +123,9 @@ static int make_serve(struct ved *d, const uint32_t *leaf_sms, uint32_t nleaves,
 		      .policy = d->cfg.policy,
 		      .profile_path = d->cfg.profile[0] ? d->cfg.profile : NULL,
 		      .seed = ve__now_ns(),
-		      .log_decisions = d->cfg.log_level >= VE_LOG_DEBUG},
+		      .log_decisions = d->cfg.log_level >= VE_LOG_DEBUG,
+		      .per_op = d->cfg.per_op,
+		      .tick_ns = (uint64_t)d->cfg.tick_us * 1000},
 	    .client_ops = d->cfg.client_ops,
 	    .trace_events = d->cfg.trace_events,
 	    .check = d->cfg.check,
@@ -452,6 +460,17 @@ static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *
 		goto refused;
 	}
 	c->w = ve_ved_words_of(&c->shm);
+	/* Before the segment is handed over: no grant yet (a zeroed word would
+	 * name entry 0, the whole GPU). */
+	c->grant_pub = 0xffffu;
+	c->rep_seen = 0;
+	c->contended_pub = 0;
+	c->stale = false;
+	c->beat = 0;
+	c->beat_ns = ve__now_ns();
+	atomic_store_explicit(&c->w->grant, c->grant_pub, memory_order_relaxed);
+	atomic_store_explicit(&c->w->grant_mode, ve_coord_grant_mode(ve_serve_coord(d->srv)),
+			      memory_order_relaxed);
 	ve_shm_announce(&c->shm, VE_SIDE_COORD);
 	c->id = id;
 	c->registered = true;
@@ -941,6 +960,99 @@ static void shutdown_clients(struct ved *d)
 			conn_close(d, &d->conn[i], "ved shutting down", false);
 }
 
+/* Grant mode: applies each client's report (sequence lock, ipc/ctl.h),
+ * lets the coordinator tick (on its clock, or now when a client waits),
+ * and publishes every grant that changed. A client whose heartbeat stopped
+ * for stale_ms (a stopped process) has its grant taken back; it gets one
+ * again once it answers. Returns the changes seen. */
+static int grants(struct ved *d, uint64_t now)
+{
+	struct ve_coord *co = ve_serve_coord(d->srv);
+	if (!ve_coord_grant_mode(co))
+		return 0;
+	int work = 0;
+	bool urgent = false;
+	uint32_t n = nprocs(d);
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+		struct vconn *c = d->by_id[id];
+		if (!c)
+			continue;
+		struct ve_ved_words *w = c->w;
+		uint64_t b = ve_shm_peer_beat(&c->shm, VE_SIDE_COORD);
+		if (b != c->beat) {
+			c->beat = b;
+			c->beat_ns = now;
+			if (c->stale) {
+				c->stale = false;
+				ve_coord_client_pause(co, id, false);
+				VE_INFO("ved: client %u (pid %d) answers again", id, (int)c->pid);
+			}
+		} else if (!c->stale && d->cfg.stale_ms &&
+			   now - c->beat_ns > (uint64_t)d->cfg.stale_ms * 1000000ull) {
+			c->stale = true;
+			ve_coord_client_pause(co, id, true);
+			VE_WARN("ved: client %u (pid %d) stopped answering for %u ms: its grant is "
+				"taken back until it does",
+				id, (int)c->pid, d->cfg.stale_ms);
+		}
+		if (atomic_load_explicit(&w->urgent, memory_order_relaxed)) {
+			atomic_store_explicit(&w->urgent, 0, memory_order_relaxed);
+			urgent = true;
+		}
+		/* A (pairs with the client's release store of the even value). */
+		uint32_t s1 = atomic_load_explicit(&w->rep_seq, memory_order_acquire);
+		if (s1 == c->rep_seen || (s1 & 1))
+			continue;
+		struct ve_grant_report r;
+		memset(&r, 0, sizeof(r));
+		r.demand.ready = atomic_load_explicit(&w->ready, memory_order_relaxed);
+		r.demand.inflight = atomic_load_explicit(&w->inflight, memory_order_relaxed);
+		r.demand.want_sms = atomic_load_explicit(&w->want_sms, memory_order_relaxed);
+		r.demand.min_sms = atomic_load_explicit(&w->min_sms, memory_order_relaxed);
+		r.demand.flags = atomic_load_explicit(&w->flags, memory_order_relaxed);
+		r.demand.entry = (uint16_t)atomic_load_explicit(&w->entry, memory_order_relaxed);
+		r.demand.active_ns = atomic_load_explicit(&w->active_ns, memory_order_relaxed);
+		r.demand.deadline_ns = atomic_load_explicit(&w->deadline_ns, memory_order_relaxed);
+		r.ack_gen = atomic_load_explicit(&w->ack_gen, memory_order_relaxed);
+		r.busy_leaves = atomic_load_explicit(&w->busy_leaves, memory_order_relaxed);
+		/* A (the fields are read before seq is read again). */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&w->rep_seq, memory_order_relaxed) != s1)
+			continue; /* torn: the client is writing; next pass */
+		c->rep_seen = s1;
+		/* The client's view of time is its own clock (CLOCK_MONOTONIC, as
+		 * ours on one host); a value from the future is ignored. */
+		if (r.demand.active_ns > now)
+			r.demand.active_ns = now;
+		if (r.demand.min_sms > VE_PROTO_MAX_SMS)
+			r.demand.min_sms = VE_PROTO_MAX_SMS;
+		ve_coord_report(co, id, &r);
+		work++;
+	}
+	work += ve_coord_tick(co, urgent);
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+		struct vconn *c = d->by_id[id];
+		if (!c)
+			continue;
+		uint16_t e;
+		uint64_t gen;
+		ve_coord_grant(co, id, &e, &gen);
+		uint64_t word = (gen << 16) | e;
+		if (word != c->grant_pub) {
+			/* R (pairs with the client's acquire load). */
+			atomic_store_explicit(&c->w->grant, word, memory_order_release);
+			c->grant_pub = word;
+			work++;
+		}
+		uint32_t ct = n > 1;
+		if (ct != c->contended_pub) {
+			atomic_store_explicit(&c->w->contended, ct, memory_order_relaxed);
+			c->contended_pub = ct;
+		}
+	}
+	return work;
+}
+
 static void run(struct ved *d)
 {
 	uint64_t spin_ns = (uint64_t)d->cfg.spin_us * 1000ull;
@@ -953,6 +1065,7 @@ static void run(struct ved *d)
 			for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
 				if (d->by_id[id])
 					work += pump(d, d->by_id[id]);
+			work += grants(d, now);
 			struct ve_coord *co = ve_serve_coord(d->srv);
 			bool tick = now >= d->next_tick && ve_coord_view(co)->nready;
 			if (ve_serve_dirty(d->srv) || tick) {
@@ -984,6 +1097,8 @@ static void run(struct ved *d)
 		int timeout = (int)d->cfg.heartbeat_ms;
 		if (d->srv && (any_queued(d) || ve_coord_view(ve_serve_coord(d->srv))->nready))
 			timeout = 1; /* a full ring to drain, or a tick for waiting ops */
+		if (d->srv && d->nregistered && ve_coord_grant_mode(ve_serve_coord(d->srv)))
+			timeout = 1; /* grant ticks; a client that waits rings the doorbell */
 		if (!announce_sleep(d)) {
 			end_sleep(d);
 			last_work = ve__now_ns();

@@ -30,6 +30,9 @@ struct ved_config {
 	char profile[512];
 	uint32_t spin_us;
 	uint32_t heartbeat_ms;
+	uint32_t stale_ms;
+	uint32_t tick_us;
+	bool per_op;
 	uint32_t stats_interval_s;
 	uint32_t trace_events;
 	bool check;

@@ -135,11 +135,16 @@ static void forget(pid_t pid)
 
 /* Starts ved with the given policy (and one more "NAME=value"); waits for
  * its socket. Checks its invariants after every round (VE_VED_CHECK). */
+/* Grant mode (ved grants entries, clients bind their own ops) or the
+ * paper's per-op binding (every kernel a READY and a BIND record). */
+static bool g_grant;
+
 static pid_t start_ved(const char *policy, const char *extra_env)
 {
 	char pol[128];
 	snprintf(pol, sizeof(pol), "VE_VED_POLICY=%s", policy);
 	const char *env[] = {pol,
+			     g_grant ? "VE_VED_PER_OP=0" : "VE_VED_PER_OP=1",
 			     "VE_VED_CHECK=1",
 			     "VE_VED_CLIENT_OPS=2048",
 			     "VE_VED_STATS_INTERVAL=1",
@@ -252,6 +257,7 @@ struct run {
 	struct ve_vctx *v;
 	struct ve_runtime *rt;
 	struct ve_remote *rem; /* the runtime's ved client, for its statistics */
+	uint64_t granted; /* ops the dispatcher bound to its grant (grant mode) */
 	struct ve_dispatcher *d;
 	struct ve_backend *b;
 	const struct ve_pool *pool;
@@ -590,6 +596,11 @@ static bool run_program(struct run *r, uint64_t seed, int ncalls, bool fail_subm
 out:
 	if (rs)
 		ve_remote_stats(r->rem, rs);
+	if (r->rt) {
+		struct ve_runtime_stats rst;
+		ve_runtime_stats(r->rt, &rst);
+		r->granted = rst.dispatch.local_binds + rst.dispatch.pipelined;
+	}
 	ve_runtime_destroy(r->rt);
 	r->rt = NULL;
 	if (r->v)
@@ -613,7 +624,8 @@ static void client_main(int fd, uint64_t seed, int min_progs, uint64_t min_ms, i
 			bool fail_submits, uint32_t pace_us)
 {
 	uint64_t t0 = ve__now_ns();
-	uint64_t failovers = 0, reconnects = 0, binds = 0, kernels = 0, dropped = 0, local = 0;
+	uint64_t failovers = 0, reconnects = 0, binds = 0, kernels = 0, dropped = 0, local = 0,
+		 granted = 0;
 	int progs = 0;
 	char line[600];
 	for (;;) {
@@ -633,14 +645,16 @@ static void client_main(int fd, uint64_t seed, int min_progs, uint64_t min_ms, i
 		kernels += g_run.kernels;
 		dropped += rs.dones_dropped;
 		local += rs.local_bindings;
+		granted += g_run.granted;
 		if (progs >= min_progs && ve__now_ns() - t0 >= min_ms * 1000000ull)
 			break;
 	}
 	snprintf(line, sizeof(line),
 		 "OK pid %d: %d programs, %llu kernels, %llu bound by ved, %llu bound locally, "
-		 "%llu failovers, %llu reconnects, %llu completions dropped\n",
+		 "%llu granted, %llu failovers, %llu reconnects, %llu completions dropped\n",
 		 (int)getpid(), progs, (unsigned long long)kernels, (unsigned long long)binds,
-		 (unsigned long long)local, (unsigned long long)failovers,
+		 (unsigned long long)local, (unsigned long long)granted,
+		 (unsigned long long)failovers,
 		 (unsigned long long)reconnects, (unsigned long long)dropped);
 	ssize_t w = write(fd, line, strlen(line));
 	(void)w;
@@ -784,7 +798,7 @@ static bool setup(void)
 
 /* ------------------------------------------------------------------ tests */
 
-VE_TEST(ved_basic)
+static void basic(void)
 {
 	if (!setup())
 		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
@@ -806,7 +820,12 @@ VE_TEST(ved_basic)
 	       (unsigned long long)g_run.kernels, (unsigned long long)g_run.binds,
 	       (unsigned long long)rs.ready_sent, (unsigned long long)rs.dones_sent,
 	       (unsigned long long)rs.failed_sent, (unsigned long long)rs.local_bindings);
-	VE_CHECK(rs.ready_sent > 0 && rs.binds == rs.ready_sent + rs.failed_sent);
+	if (g_grant) {
+		VE_CHECK_EQ(rs.ready_sent, 0); /* no record per op */
+		VE_CHECK(g_run.granted > 0);
+	} else {
+		VE_CHECK(rs.ready_sent > 0 && rs.binds == rs.ready_sent + rs.failed_sent);
+	}
 	VE_CHECK_EQ(rs.local_bindings, 0);
 	VE_CHECK_EQ(rs.failovers, 0);
 	/* The BYE went out: ved removes the client and all its leases. */
@@ -821,11 +840,24 @@ VE_TEST(ved_basic)
 	VE_CHECK_EQ(st_msg()->joined, 1);
 	VE_CHECK_EQ(st_msg()->left, 1);
 	VE_CHECK_EQ(st_msg()->protocol_errors, 0);
-	VE_CHECK(st_msg()->completions > 0);
+	if (!g_grant) /* in grant mode ved sees no op */
+		VE_CHECK(st_msg()->completions > 0);
 	VE_CHECK_EQ(stop_ved(v), 0);
 	struct stat st;
 	VE_CHECK_MSG(stat(g_sock, &st) != 0, "socket left behind after SIGTERM");
 	remove_dir();
+}
+
+VE_TEST(ved_basic)
+{
+	g_grant = false;
+	basic();
+}
+
+VE_TEST(ved_basic_grant)
+{
+	g_grant = true;
+	basic();
 }
 
 static uint32_t g_raw_ring; /* ring_records a raw client asks for (0: ved's choice) */
@@ -1106,7 +1138,10 @@ static void many(const char *policy, uint64_t base, bool kill_some)
 		VE_CHECK_MSG(fo > 0, "the daemon was killed but no client failed over");
 		VE_CHECK_MSG(rc > 0, "no client re-registered with the restarted daemon");
 	}
-	VE_CHECK(sum_field(alive, na, "bound by ved") > 0);
+	if (g_grant) /* ved decides grants; the clients bind */
+		VE_CHECK(sum_field(alive, na, "granted") > 0);
+	else
+		VE_CHECK(sum_field(alive, na, "bound by ved") > 0);
 	/* Everything back: no clients, every entry idle, the self-check never fired. */
 	bool idle = false;
 	for (int t = 0; t < 300 && !idle; t++) {
@@ -1136,6 +1171,7 @@ VE_TEST(ved_many)
 {
 	if (!setup())
 		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
+	g_grant = false;
 	many("chaos", 0x3a7e, false);
 }
 
@@ -1143,7 +1179,25 @@ VE_TEST(ved_kill)
 {
 	if (!setup())
 		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
+	g_grant = false;
 	many("tput", 0x6b11, true);
+}
+
+/* Grant mode: chaos changes every client's grant at random every tick. */
+VE_TEST(ved_many_grant)
+{
+	if (!setup())
+		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
+	g_grant = true;
+	many("chaos", 0x3a7f, false);
+}
+
+VE_TEST(ved_kill_grant)
+{
+	if (!setup())
+		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
+	g_grant = true;
+	many("tput", 0x6b12, true);
 }
 
 /* Keys with at least one measured time in a saved profile ("k <key> <ns|->..."). */
@@ -1170,10 +1224,8 @@ static int profile_measured(const char *path)
 /* A dispatcher thread over ved: the remote link's helper thread must wake it
  * when a BIND arrives while nothing else runs (a chain of dependent kernels:
  * each waits for the previous one's completion, then for its own BIND). */
-VE_TEST(ved_threaded)
+static void threaded(void)
 {
-	if (!setup())
-		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
 	alarm(VT_SANITIZED ? 240 : 60);
 	pid_t v = start_ved("tput", NULL);
 	VE_CHECK(v > 0);
@@ -1217,7 +1269,14 @@ VE_TEST(ved_threaded)
 	printf("# %d chained kernels through ved: %.1f us each (sim), %llu helper wake-ups, %llu "
 	       "doorbells\n",
 	       n, us, (unsigned long long)rs.waiter_wakes, (unsigned long long)rs.doorbells);
-	VE_CHECK_EQ(rs.binds, (uint64_t)n);
+	if (g_grant) {
+		struct ve_runtime_stats rst;
+		ve_runtime_stats(rt, &rst);
+		VE_CHECK_EQ(rs.binds, 0);
+		VE_CHECK_EQ(rst.dispatch.local_binds + rst.dispatch.pipelined, (uint64_t)n);
+	} else {
+		VE_CHECK_EQ(rs.binds, (uint64_t)n);
+	}
 	VE_CHECK_EQ(rs.failovers, 0);
 	ve_runtime_stop(rt);
 	/* VE_PROFILE_OUT under ved: the profile ved refined from our
@@ -1230,13 +1289,29 @@ VE_TEST(ved_threaded)
 	struct ve_runtime_stats st;
 	ve_runtime_stats(rt, &st);
 	VE_CHECK_EQ(strcmp(st.link.where, "ved"), 0);
-	VE_CHECK_EQ(st.link.bindings, (uint64_t)n);
+	VE_CHECK_EQ(st.link.bindings, g_grant ? 0 : (uint64_t)n); /* grants: bound here */
 	ve_runtime_detach(rt, 0);
 	ve_runtime_destroy(rt);
 	ve_vctx_destroy(vx);
 	b->ops->destroy(b);
 	VE_CHECK_EQ(stop_ved(v), 0);
 	remove_dir();
+}
+
+VE_TEST(ved_threaded)
+{
+	if (!setup())
+		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
+	g_grant = false;
+	threaded();
+}
+
+VE_TEST(ved_threaded_grant)
+{
+	if (!setup())
+		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
+	g_grant = true;
+	threaded();
 }
 
 /* Bindings that do not fit the client's ring wait in ved's per-client queue:
