@@ -441,7 +441,11 @@ static uint32_t lane_room(const struct ve_dispatcher *d, const struct lane_st *L
 {
 	uint64_t bound = contended ? d->cfg.ahead_ns : VE_MAX(d->cfg.ahead_alone_ns, d->cfg.ahead_ns);
 	uint64_t n = bound / VE_MAX(L->avg_ns, AVG_MIN_NS);
-	return (uint32_t)VE_MIN(VE_MAX(n, 2ull), (uint64_t)d->cfg.ahead_max);
+	/* Kernels longer than the whole bound while others may want the SMs:
+	 * one at a time, so a drain waits for the running kernel only (a
+	 * marker after each, so the next follows within a poll). */
+	uint64_t lo = contended && L->avg_ns > d->cfg.ahead_ns ? 1 : 2;
+	return (uint32_t)VE_MIN(VE_MAX(n, lo), (uint64_t)d->cfg.ahead_max);
 }
 
 static uint32_t lane_index(const struct ve_dispatcher *d, uint32_t lane)

@@ -106,7 +106,10 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 		return -ENOMEM;
 	t->min_gain = 0.01;
 	t->starve_ns = 20 * 1000000ull;
-	t->idle_ns = 2 * 1000000ull;
+	/* Longer than the host gaps of a training step or of a launch-bound
+	 * loop (a few ms): taking a grant away costs a drain (up to a kernel's
+	 * time) when the client comes back. */
+	t->idle_ns = 10 * 1000000ull;
 	t->hysteresis = 1.05;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);

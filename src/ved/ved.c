@@ -939,8 +939,24 @@ static int handle_events(struct ved *d, int timeout_ms)
 	return stop;
 }
 
+/* One line that benchmarks read (bench/gpu): how often grants changed and
+ * how long handing SMs over took (a grant taken away -> its SMs drained). */
+static void log_grant_stats(struct ved *d)
+{
+	if (!d->srv || !ve_coord_grant_mode(ve_serve_coord(d->srv)))
+		return;
+	struct ve_coord_stats st;
+	ve_coord_stats(ve_serve_coord(d->srv), &st);
+	VE_INFO("ved: grants: %llu ticks, %llu changes, %llu reclaims, reclaim_us p50 %.1f p99 "
+		"%.1f max %.1f",
+		(unsigned long long)st.ticks, (unsigned long long)st.grant_changes,
+		(unsigned long long)st.reclaims, (double)st.reclaim_ns_p50 / 1e3,
+		(double)st.reclaim_ns_p99 / 1e3, (double)st.reclaim_ns_max / 1e3);
+}
+
 static void shutdown_clients(struct ved *d)
 {
+	log_grant_stats(d);
 	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
 		struct vconn *c = d->by_id[id];
 		if (!c)
