@@ -693,6 +693,12 @@ void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint6
 		ve_profile_observe(c->prof, key, c->pool.e[entry].sms, (double)measured_ns);
 }
 
+bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client)
+{
+	return client < c->rq.nclients && c->gc[client].entry != VE_POOL_NONE &&
+	       c->gc[client].share;
+}
+
 /* Takes the client's entry away (SMs outside 'keep' go on draining). */
 static void grant_take(struct ve_coord *c, uint32_t k, uint64_t keep)
 {
@@ -758,8 +764,11 @@ static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t shar
 	if (g->entry == VE_POOL_NONE || g->entry == t)
 		return 0;
 	uint64_t tl = leaves_of(c, t), el = leaves_of(c, g->entry);
-	if (t != VE_POOL_NONE && (tl & el) == el)
-		return 0; /* growth: keep the entry until the wider one is free */
+	/* Growth: keep the entry until the wider one is free. Not into a shared
+	 * grant: two clients growing into one shared entry would each keep
+	 * theirs and wait for the other's forever. */
+	if (t != VE_POOL_NONE && (tl & el) == el && !share)
+		return 0;
 	grant_take(c, k, tl);
 	return 1;
 }

@@ -116,6 +116,8 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 /* The client's grant: the entry it may bind to (VE_POOL_NONE: none yet) and
  * the generation, bumped whenever the entry changes. */
 int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, uint64_t *gen);
+/* Whether the client's grant is shared (it may overlap other shared grants). */
+bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client);
 /* Runs the policy's grant() if a tick is due (tick_ns since the last one),
  * a report asked for one, or force. Returns the grants changed. */
 int ve_coord_tick(struct ve_coord *c, bool force);

@@ -67,7 +67,13 @@ struct gclient {
 	uint32_t ncompute; /* compute ops in flight */
 	bool contended;	   /* other clients may need SMs back soon (short submit-ahead) */
 	bool zombie;	   /* detached with compute ops still running: reports until drained */
+	/* Share of time with compute work in flight: accumulated per pass,
+	 * folded into busy (1/1000, EWMA) every BUSY_WINDOW. */
+	uint64_t busy_ns, span_ns, last_ns;
+	uint16_t busy;
 };
+
+#define BUSY_WINDOW 20000000ull /* 20 ms */
 
 /* A ready compute op waiting for a grant that can run it. */
 struct wop {
@@ -747,6 +753,18 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 	}
 	if (g->nwait || g->ncompute)
 		g->active_ns = now;
+	if (g->last_ns && now > g->last_ns) {
+		uint64_t dt = now - g->last_ns;
+		g->span_ns += dt;
+		if (g->ncompute)
+			g->busy_ns += dt;
+		if (g->span_ns >= BUSY_WINDOW) {
+			uint32_t f = (uint32_t)(g->busy_ns * 1000 / g->span_ns);
+			g->busy = (uint16_t)((g->busy + f) / 2);
+			g->busy_ns = g->span_ns = 0;
+		}
+	}
+	g->last_ns = now;
 	struct ve_grant_report r = {
 		.demand = {.ready = g->nwait,
 			   .inflight = g->ncompute,
@@ -754,7 +772,8 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 			   .min_sms = g->min_sms,
 			   .active_ns = g->active_ns,
 			   .deadline_ns = g->deadline_ns,
-			   .entry = g->entry},
+			   .entry = g->entry,
+			   .busy = g->busy},
 		.ack_gen = g->gen,
 		.busy_leaves = busy,
 	};

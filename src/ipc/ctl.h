@@ -337,7 +337,8 @@ struct ve_ved_words {
 	_Atomic uint32_t urgent;
 	_Atomic uint32_t ready, inflight, want_sms, min_sms, flags, entry;
 	_Atomic uint64_t active_ns, deadline_ns, ack_gen, busy_leaves;
-	uint32_t rsvd2[16];
+	_Atomic uint32_t busy; /* struct ve_client_demand.busy */
+	uint32_t rsvd2[15];
 };
 _Static_assert(sizeof(struct ve_ved_words) == 384, "ved words");
 

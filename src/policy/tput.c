@@ -45,8 +45,10 @@ static int parse_kv(const char *k, const char *v, void *arg)
 		t->idle_ns = (uint64_t)(d * 1e6);
 	else if (strcmp(k, "hysteresis") == 0 && d >= 1)
 		t->hysteresis = d;
-	else if (strcmp(k, "share") == 0 && (d == 0 || d == 1))
-		t->share = d == 1;
+	else if (strcmp(k, "share") == 0 && (d == 0 || d == 1 || d == 2))
+		t->share = (int)d;
+	else if (strcmp(k, "share_busy") == 0 && d <= 1)
+		t->share_busy = (uint32_t)(d * 1000);
 	else
 		return -EINVAL;
 	return 0;
@@ -111,6 +113,8 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 	 * time) when the client comes back. */
 	t->idle_ns = 10 * 1000000ull;
 	t->hysteresis = 1.05;
+	t->share = 2;
+	t->share_busy = 950;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);
 	if (!rc)
@@ -345,7 +349,20 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	}
 	if (!n)
 		return 0;
-	if (t->share) {
+	/* Clients that each keep the GPU busy and want all of it lose to a
+	 * split what interleaving their kernels on every SM wins (tails,
+	 * imbalance: measured on the dense pair, bench/results/coloc.json),
+	 * while a client with gaps or narrow kernels gains from SMs of its own
+	 * (its kernels never queue behind the other's). */
+	bool share = t->share == 1;
+	if (t->share == 2 && n >= 2) {
+		share = true;
+		for (uint32_t i = 0; i < n && share; i++)
+			share = dem[cl[i]].busy >= t->share_busy &&
+				want[i] * 10 >= p->total_sms * 9 &&
+				!(dem[cl[i]].flags & VE_DEMAND_LATENCY);
+	}
+	if (share) {
 		for (uint32_t i = 0; i < n; i++) {
 			plan->entry[cl[i]] = p->root;
 			plan->share[cl[i]] = 1;

@@ -34,7 +34,10 @@ struct tput {
 	struct ve_grant_tables gt;
 	uint64_t idle_ns;  /* a client keeps its grant this long after its last work */
 	double hysteresis; /* a new plan must beat the current one by this factor */
-	bool share;	   /* every active client on the whole GPU, shared (like MPS) */
+	int share;	   /* 1: every active client on the whole GPU, shared (like MPS);
+			    * 2 (auto): so when every active client keeps the GPU busy
+			    * and wants all of it; 0: never */
+	uint32_t share_busy; /* auto: 'keeps the GPU busy' threshold, in 1/1000 */
 };
 
 int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tput **out);

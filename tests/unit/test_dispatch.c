@@ -351,7 +351,7 @@ static void on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 		if (compute && r->pool->e[o->entry].sms < need)
 			fail_run(r, "client %d op%d needs %u SMs, submitted on entry %u of %u",
 				 cl->id, op, need, o->entry, r->pool->e[o->entry].sms);
-		o->shared = strcmp(r->policy, "whole") == 0 || strcmp(r->policy, "fixed") == 0;
+		o->shared = ve_coord_grant_shared(r->co, client);
 	}
 	if (r->o.grant) { /* no bindings here: count submissions for the detach trigger */
 		cl->nbound++;
@@ -499,7 +499,12 @@ static void on_event(void *arg, const struct ve_sim_event *ev)
 				 * where the policy shares them all (whole) or groups
 				 * (fixed with more clients than groups); one client's
 				 * kernels may (its streams run side by side). */
-				if (q->client != cl->id && !(qo->shared && o->shared))
+				/* Shared grants may overlap: where both clients hold one
+				 * now, or held one when they submitted. */
+				bool both = (ve_coord_grant_shared(r->co, (uint32_t)q->client) &&
+					     ve_coord_grant_shared(r->co, (uint32_t)cl->id)) ||
+					    (qo->shared && o->shared);
+				if (q->client != cl->id && !both)
 					fail_run(r,
 						 "client %d op%d (entry %u) and client %d op%d "
 						 "(entry %u) of different grants run on a common SM",
@@ -1222,4 +1227,14 @@ VE_TEST(dispatch_grant_detach)
 	run_all("dispatch_grant_detach", 0x96a9, all_policies, NPOL,
 		(struct opts){.detach = true, .grant = true}, NULL);
 	VE_CHECK(g_tot.detaches > 0);
+}
+
+/* Grant mode, tput moving clients between split and shared grants (auto
+ * sharing with no busy threshold, and always shared). */
+VE_TEST(dispatch_grant_share)
+{
+	run_all("dispatch_grant_share", 0x96aa,
+		(const char *const[]){"tput:share_busy=0", "tput:share=1"}, 2, (struct opts){0},
+		tweak_grant);
+	VE_CHECK(g_tot.local_binds > 0);
 }
