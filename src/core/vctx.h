@@ -230,6 +230,11 @@ int ve_vctx_requeue(struct ve_vctx *v, ve_tok t);
 /* The op finished. status != 0 is a device error: it becomes sticky (see
  * ve_vctx_error) and waits return -EIO. t_ns: completion timestamp (event timing). */
 int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns);
+/* ve_vctx_complete of n ops under one lock (the dispatcher reports a lane's
+ * completions in batches); -EINVAL if any was not handed out or not live
+ * (the others are completed). */
+int ve_vctx_complete_many(struct ve_vctx *v, const ve_tok *t, const int *status,
+			  const uint64_t *t_ns, uint32_t n);
 /* Sticky error status of the context (0 if none). */
 int ve_vctx_error(struct ve_vctx *v);
 /* Some thread waits for a token of v right now (lock-free): the dispatcher

@@ -135,6 +135,12 @@ struct ve_dispatcher {
 	uint16_t (*pipe_run)[PIPE_STREAMS];   /* pipelined ops since the last policy binding */
 	struct ve_binding bind[BATCH];
 	struct ve_completion comp[BATCH];
+	/* completions of one client waiting to be applied under one vctx lock */
+	struct ve_vctx *cb_v;
+	uint32_t cb_client, ncb;
+	ve_tok cb_tok[BATCH];
+	int cb_status[BATCH];
+	uint64_t cb_t[BATCH];
 
 	/* lanes: entry e's lane k at e * lanes_per_entry + k, copy lanes after */
 	struct lane_st *ls;
@@ -849,6 +855,13 @@ static int drain_client(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 	return moved;
 }
 
+static void complete_batch(struct ve_dispatcher *d)
+{
+	if (d->ncb)
+		ve_vctx_complete_many(d->cb_v, d->cb_tok, d->cb_status, d->cb_t, d->ncb);
+	d->ncb = 0;
+}
+
 static void handle_completion(struct ve_dispatcher *d, const struct ve_completion *cp)
 {
 	if (cp->cookie >= d->cfg.max_inflight || !d->inf[cp->cookie].in_use) {
@@ -902,9 +915,19 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 			      cp->t_end_ns > cp->t_start_ns ? cp->t_end_ns - cp->t_start_ns : 0);
 	if (d->cfg.on_complete)
 		d->cfg.on_complete(d->cfg.observer_arg, f.client, f.tok, f.lane, cp->status);
-	/* Completing the token last: a waiter released by it sees the entry
-	 * already accounted for. A client detached meanwhile still owns its vctx. */
-	ve_vctx_complete(cs->v, f.tok, cp->status, cp->t_end_ns);
+	/* Completing the token last (a waiter released by it sees the entry
+	 * already accounted for), and in a batch per client under one vctx
+	 * lock (complete_batch). A client detached meanwhile still owns its vctx. */
+	uint32_t k = d->ncb;
+	if (k && d->cb_client != f.client)
+		complete_batch(d);
+	k = d->ncb;
+	d->cb_client = f.client;
+	d->cb_v = cs->v;
+	d->cb_tok[k] = f.tok;
+	d->cb_status[k] = cp->status;
+	d->cb_t[k] = cp->t_end_ns;
+	d->ncb = k + 1;
 	d->st.completed++;
 }
 
@@ -1097,6 +1120,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		int n = d->b->ops->poll(d->b, d->comp, BATCH);
 		for (int i = 0; i < n; i++)
 			handle_completion(d, &d->comp[i]);
+		complete_batch(d); /* before the next poll: the arrays hold one batch */
 		moved += n > 0 ? n : 0;
 		if (n < BATCH)
 			break;
