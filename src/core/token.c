@@ -57,7 +57,7 @@ int ve__tok_alloc(struct ve__toktab *t, ve_tok *out)
 		return -EAGAIN;
 	t->free_head = t->free_next[s];
 	t->nfree--;
-	t->gen[s] += 1; /* even -> odd: live */
+	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELAXED); /* even -> odd: live */
 	t->npend[s] = 0;
 	t->deps[s] = VE__NIL;
 	*out = ve_tok_make(s, t->gen[s]);
@@ -102,7 +102,8 @@ int ve__tok_complete(struct ve__toktab *t, ve_tok tok, void (*visit)(void *, uin
 		e = next;
 	}
 	t->deps[s] = VE__NIL;
-	t->gen[s] += 1; /* odd -> even: every outstanding handle is now satisfied */
+	/* odd -> even: every outstanding handle is now satisfied */
+	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELAXED);
 	t->free_next[s] = t->free_head;
 	t->free_head = s;
 	t->nfree++;
