@@ -19,6 +19,7 @@
 #include "dispatch/trace.h"
 #include "runtime/runtime.h"
 #include "util/util.h"
+#include "util/version.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1100,7 +1101,9 @@ static void usage(FILE *f)
 		"                     policy bindings (default 0: strict binding while shared)\n"
 		"  --no-profile       no offline profiles: policies learn online from completions\n"
 		"  --quiet            no progress lines\n"
-		"  --print-default    print the embedded default scenario and exit\n",
+		"  --print-default    print the embedded default scenario and exit\n"
+		"  --version          release, commit, CUDA headers, driver found\n"
+		"  -h, --help         this text\n",
 		ve_policy_builtin_names());
 }
 
@@ -1116,6 +1119,9 @@ int main(int argc, char **argv)
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
+			return 0;
+		} else if (strcmp(a, "--version") == 0) {
+			ve_version_print(stdout, "ve-sim");
 			return 0;
 		} else if (strcmp(a, "--print-default") == 0) {
 			fputs(default_scenario, stdout);

@@ -211,6 +211,7 @@ static int try_register(struct ve_remote *r, struct conn **out, char *err, size_
 	h.sm_count = r->cfg.sm_count ? r->cfg.sm_count : r->pool->total_sms;
 	memcpy(h.leaf_sms, r->leaf_sms, sizeof(h.leaf_sms));
 	snprintf(h.name, sizeof(h.name), "%s", r->name);
+	h.failovers = (uint32_t)(r->st.failovers < (1u << 30) ? r->st.failovers : (1u << 30));
 	rc = ve_ctl_send(c->sock, &h, sizeof(h));
 	if (rc) {
 		snprintf(err, errlen, "cannot register with %s: %s", r->path, strerror(-rc));
