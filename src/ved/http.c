@@ -215,6 +215,7 @@ static void respond(struct ved_http *h, struct hconn *c, int code, const char *r
 			 "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
 			 code, reason, ctype, blen, extra ? extra : "");
 	size_t total = (size_t)n + (head ? 0 : blen);
+	h->requests++;
 	c->out = malloc(total);
 	if (!c->out) {
 		conn_close(h, c);
@@ -239,7 +240,6 @@ static void text(struct ved_http *h, struct hconn *c, int code, const char *reas
 
 static void handle(struct ved_http *h, struct hconn *c)
 {
-	h->requests++;
 	c->req[c->n < REQ_MAX ? c->n : REQ_MAX - 1] = 0;
 	char method[8], target[256], version[16];
 	/* The request line only; headers are read and ignored. */
