@@ -144,7 +144,8 @@ endif
 # of the sources (tests/layering.sh) and public headers that compile alone
 # (tests/public_headers.sh). Each runs through a wrapper in the build's test
 # folder, so the runner counts it like any test binary.
-TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers)
+TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers \
+	$(BUILD)/tests/test_install $(BUILD)/tests/test_ved_ops $(BUILD)/tests/test_deploy)
 
 $(BUILD)/tests/test_layering: tests/layering.sh
 	@mkdir -p $(dir $@)
@@ -153,6 +154,20 @@ $(BUILD)/tests/test_layering: tests/layering.sh
 $(BUILD)/tests/test_public_headers: tests/public_headers.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec "%s/tests/public_headers.sh" "%s"\n' "$(CURDIR)" "$(CURDIR)" >$@ && chmod +x $@
+
+# Operations (docs/operations.md), against this build: make install into a
+# temporary tree, a ved run as a service with metrics, the deploy recipes.
+$(BUILD)/tests/test_install: tests/install.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/install.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(abspath $(BUILD))" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_ved_ops: tests/ved_ops.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/ved_ops.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(abspath $(BUILD))" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_deploy: tests/deploy_check.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/deploy_check.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(abspath $(BUILD))" >$@ && chmod +x $@
 
 # An external policy built from include/ alone (no -Isrc), which
 # test_policy_ext loads with VE_POLICY=path.so.

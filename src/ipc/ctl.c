@@ -241,8 +241,28 @@ void ve_ctl_hdr_init(struct ve_ctl_hdr *h, uint16_t type, uint32_t len)
 
 /* ------------------------------------------------------------------ paths */
 
+int ve_ctl_host_device(int ordinal)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	if (!v || !*v || ordinal < 0)
+		return ordinal;
+	/* Indices only ("2,3"); UUIDs or MIG names leave the ordinal as it is. */
+	int k = 0;
+	for (const char *p = v; *p;) {
+		char *end;
+		long d = strtol(p, &end, 10);
+		if (end == p || d < 0 || d > 1024 || (*end && *end != ','))
+			return ordinal;
+		if (k++ == ordinal)
+			return (int)d;
+		p = *end ? end + 1 : end;
+	}
+	return ordinal;
+}
+
 int ve_ctl_default_path(int device, char *buf, size_t len)
 {
+	device = ve_ctl_host_device(device);
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	const char *dir = getenv("VE_SOCKET_DIR");
 	int n;

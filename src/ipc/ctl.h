@@ -326,6 +326,11 @@ void ve_ctl_hdr_init(struct ve_ctl_hdr *h, uint16_t type, uint32_t len);
  * if it does not fit in a sockaddr_un.
  */
 int ve_ctl_default_path(int device, char *buf, size_t len);
+/* The host's index of CUDA device 'ordinal' of this process: the ordinal-th
+ * entry of CUDA_VISIBLE_DEVICES when that lists indices (a batch system's
+ * per-job GPUs: Slurm's "2,3"), else the ordinal itself. ved is started per
+ * host GPU, so a client names its GPU by this index (socket path, HELLO). */
+int ve_ctl_host_device(int ordinal);
 /* The lock file next to a socket path ("<path minus .sock>.lock"). */
 int ve_ctl_lock_path(const char *sock, char *buf, size_t len);
 

@@ -203,7 +203,7 @@ static int try_register(struct ve_remote *r, struct conn **out, char *err, size_
 	ve_ctl_hdr_init(&h.h, VE_CTL_HELLO, sizeof(h));
 	h.ipc_version = VE_IPC_VERSION;
 	h.pid = (int32_t)getpid();
-	h.device = r->cfg.device;
+	h.device = ve_ctl_host_device(r->cfg.device);
 	h.class_flags = (r->cfg.class_flags & VE_READY_LATENCY) ? VE_CTL_CLASS_LATENCY : 0;
 	h.nleaves = r->cfg.nleaves;
 	h.max_entries = r->cfg.max_entries;
