@@ -47,6 +47,7 @@ struct crow {
 struct ved_metrics {
 	bool have_pool;
 	uint64_t last_ns, last_clients_ns, last_tr;
+	uint64_t last_joined, last_left; /* the server's counters at the last pass */
 	struct mcl cl[VE_COORD_MAX_CLIENTS];
 	struct ment e[VE_POOL_MAX_ENTRIES];
 	uint32_t busy_sms;
@@ -168,32 +169,40 @@ static void entries_pass(struct ved_metrics *m, struct ve_serve *srv, const stru
 	m->last_tr = p->transitions;
 }
 
-/* Arrivals, departures and grant changes since the last pass. */
+/* Arrivals, departures and grant changes since the last pass. Looking a
+ * client up costs a copy of its record: done only when some client came or
+ * went (the server's counters say so); otherwise only the grants of those
+ * known are read. */
 static void clients_pass(struct ved_metrics *m, struct ve_serve *srv, const struct ve_pool *p,
 			 uint64_t now)
 {
 	struct ve_coord *co = ve_serve_coord(srv);
+	struct ve_serve_stats ss;
+	ve_serve_stats(srv, &ss);
+	bool churn = ss.joined != m->last_joined || ss.left != m->last_left;
+	m->last_joined = ss.joined;
+	m->last_left = ss.left;
 	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++) {
 		struct mcl *c = &m->cl[i];
-		struct ve_serve_client_info ci;
-		ve_serve_client_info(srv, i, &ci);
-		bool same = c->on && ci.active && ci.joined_ns == c->joined_ns;
-		if (c->on && !same) {
-			/* Gone (or its id reused): its grant span ends here. */
-			if (c->grant != NONE16)
-				span(srv, p, VE_TEV_GRANT, (int32_t)i, c->pid, c->grant,
-				     c->grant_since, now);
-			*c = (struct mcl){.grant = NONE16};
+		if (churn) {
+			struct ve_serve_client_info ci;
+			ve_serve_client_info(srv, i, &ci);
+			bool same = c->on && ci.active && ci.joined_ns == c->joined_ns;
+			if (c->on && !same) {
+				/* Gone (or its id reused): its grant span ends here. */
+				if (c->grant != NONE16)
+					span(srv, p, VE_TEV_GRANT, (int32_t)i, c->pid, c->grant,
+					     c->grant_since, now);
+				*c = (struct mcl){.grant = NONE16};
+			}
+			if (ci.active && !c->on)
+				*c = (struct mcl){.on = true,
+						  .joined_ns = ci.joined_ns,
+						  .pid = ci.pid,
+						  .grant = NONE16};
 		}
-		if (!ci.active)
+		if (!c->on)
 			continue;
-		if (!c->on) {
-			c->on = true;
-			c->joined_ns = ci.joined_ns;
-			c->pid = ci.pid;
-			c->grant = NONE16;
-			c->sm_s = 0;
-		}
 		uint16_t e = NONE16;
 		uint64_t gen = 0;
 		if (ve_coord_grant(co, i, &e, &gen) == 0 && e != c->grant) {
