@@ -146,8 +146,9 @@ static void print_status_json(const struct ve_ctl_status *m)
 	const struct ve_ctl_entry *e = (const void *)(m + 1);
 	const struct ve_ctl_client *c = (const void *)(e + m->nentries);
 	FILE *f = stdout;
-	fprintf(f, "{\"ved_pid\":%d,\"device\":%d,\"uptime_s\":%.3f,\"policy\":", m->ved_pid,
-		m->device, (double)m->uptime_ns / 1e9);
+	fprintf(f, "{\"ved_pid\":%d,\"device\":%d,\"uptime_s\":%.3f,\"draining\":%s,\"policy\":",
+		m->ved_pid, m->device, (double)m->uptime_ns / 1e9,
+		(m->h.flags & VE_CTL_F_DRAINING) ? "true" : "false");
 	json_str(f, m->policy);
 	fprintf(f,
 		",\"mps\":\"%s\",\"max_clients\":%u,\"sm_count\":%u,\"fingerprint\":\"%016llx\","
@@ -213,9 +214,10 @@ static void print_status_text(const struct ve_ctl_status *m, bool all)
 	const struct ve_ctl_client *c = (const void *)(e + m->nentries);
 	char up[32], b1[16];
 	fmt_dur(m->uptime_ns, up, sizeof(up));
-	printf("ved pid %d, device %d, up %s, policy %s, MPS %s\n", m->ved_pid, m->device, up,
+	printf("ved pid %d, device %d, up %s, policy %s, MPS %s%s\n", m->ved_pid, m->device, up,
 	       m->policy[0] ? m->policy : "(no pool yet: waiting for the first client)",
-	       ve_mps_state_name((int)m->mps));
+	       ve_mps_state_name((int)m->mps),
+	       (m->h.flags & VE_CTL_F_DRAINING) ? "; DRAINING (no new client admitted)" : "");
 	if (m->nentries) {
 		printf("pool: %u entries over %u leaves, %u SMs; fingerprint %016llx\n",
 		       m->nentries, m->nleaves, m->sm_count, (unsigned long long)m->fingerprint);
