@@ -5,6 +5,11 @@
 #   make check      test + AddressSanitizer/UBSan + ThreadSanitizer builds (what CI runs)
 #   make layering   the layer order of src/ over #include edges (tests/layering.sh)
 #   make bench      CPU benchmarks, results under bench/results/
+#   make install    tools, libve.so, headers, pkg-config file, man pages, the
+#                   systemd unit and a config file (docs/operations.md);
+#                   PREFIX (/usr/local), DESTDIR, BINDIR, LIBDIR, INCLUDEDIR,
+#                   MANDIR, SYSCONFDIR (/etc), UNITDIR
+#   make uninstall  removes what install put there (a config file is kept)
 # Variables: BUILD=dir (default build), SAN=address,undefined|thread, CC, CUDA_HOME, OPT.
 
 BUILD     ?= build
@@ -28,6 +33,15 @@ LDFLAGS += -fsanitize=$(SAN)
 endif
 
 HAVE_CUDA_H := $(wildcard $(CUDA_HOME)/include/cuda.h)
+
+# What --version prints (src/util/version.h): the release, the commit (with
+# -dirty for uncommitted changes; empty outside git) and the CUDA headers.
+VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+SOMAJOR     := $(firstword $(subst ., ,$(VERSION)))
+GIT_COMMIT  := $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
+		 { git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; } && echo $$c)
+CUDA_HDR_VERSION := $(if $(HAVE_CUDA_H),$(shell sed -n \
+		 's/^\#define CUDA_VERSION \([0-9][0-9]*\).*/\1/p' $(CUDA_HOME)/include/cuda.h),0)
 
 # The daemon's own sources (its main and config file) build the ved binary;
 # everything else under src/, but for the CUDA parts, is the library.
@@ -63,7 +77,7 @@ endif
 
 ALL := $(LIB) $(TOOLS) $(DAEMON) $(SHIM_LIB) $(FAKE_LIB)
 
-.PHONY: all run test check bench clean format fuzz layering
+.PHONY: all run test check bench clean format fuzz layering install uninstall man
 # Keep objects of chained rules (tests, tools): no rebuilds, no "rm" noise.
 .SECONDARY:
 all: $(ALL)
@@ -71,6 +85,19 @@ all: $(ALL)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# Rewritten on every make, touched only when its text changes: version.o is
+# rebuilt when the commit or the release changes, not otherwise.
+BUILD_INFO := $(BUILD)/gen/ve_build_info.h
+.PHONY: FORCE
+FORCE:
+$(BUILD_INFO): FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define VE_BUILD_VERSION "%s"\n#define VE_BUILD_SONAME "libve.so.%s"\n#define VE_BUILD_COMMIT "%s"\n#define VE_BUILD_CUDA_HEADERS %s\n' \
+		'$(VERSION)' '$(SOMAJOR)' '$(GIT_COMMIT)' '$(or $(CUDA_HDR_VERSION),0)' >$@.tmp
+	@cmp -s $@.tmp $@ 2>/dev/null && rm -f $@.tmp || mv -f $@.tmp $@
+$(BUILD)/obj/src/util/version.o: $(BUILD_INFO)
+$(BUILD)/obj/src/util/version.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -92,7 +119,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 
 ifneq ($(HAVE_CUDA_H),)
 $(BUILD)/libve.so: $(SHIM_OBJ) $(LIB) src/shim/libve.map
-	$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/shim/libve.map -Wl,-soname,libve.so \
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/shim/libve.map -Wl,-soname,libve.so.$(SOMAJOR) \
 		$(SHIM_OBJ) $(LIB) -o $@ $(LDLIBS)
 
 $(BUILD)/fakecuda/libcuda.so.1: $(FAKE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -117,7 +144,8 @@ endif
 # of the sources (tests/layering.sh) and public headers that compile alone
 # (tests/public_headers.sh). Each runs through a wrapper in the build's test
 # folder, so the runner counts it like any test binary.
-TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers)
+TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers \
+	$(BUILD)/tests/test_install $(BUILD)/tests/test_ved_ops $(BUILD)/tests/test_deploy)
 
 $(BUILD)/tests/test_layering: tests/layering.sh
 	@mkdir -p $(dir $@)
@@ -126,6 +154,20 @@ $(BUILD)/tests/test_layering: tests/layering.sh
 $(BUILD)/tests/test_public_headers: tests/public_headers.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec "%s/tests/public_headers.sh" "%s"\n' "$(CURDIR)" "$(CURDIR)" >$@ && chmod +x $@
+
+# Operations (docs/operations.md), against this build: make install into a
+# temporary tree, a ved run as a service with metrics, the deploy recipes.
+$(BUILD)/tests/test_install: tests/install.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/install.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(abspath $(BUILD))" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_ved_ops: tests/ved_ops.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/ved_ops.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(abspath $(BUILD))" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_deploy: tests/deploy_check.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/deploy_check.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(abspath $(BUILD))" >$@ && chmod +x $@
 
 # An external policy built from include/ alone (no -Isrc), which
 # test_policy_ext loads with VE_POLICY=path.so.
@@ -176,6 +218,75 @@ $(BUILD)/fuzz/fuzz_records: tests/fuzz/fuzz_records.c $(CORE_SRC)
 	$(FUZZ_CC) -Iinclude -Isrc -D_GNU_SOURCE -std=c11 -O1 -g -pthread \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		tests/fuzz/fuzz_records.c $(CORE_SRC) -o $@ $(LDLIBS)
+
+# ------------------------------------------------------------------ install
+# docs/operations.md, "Install". Paths follow the GNU conventions; DESTDIR
+# stages the tree (packaging). ve-run finds libve.so in ../lib (or ../lib64)
+# next to its bin/, so an installed tree works wherever it is.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR    ?= $(PREFIX)/share
+MANDIR     ?= $(DATADIR)/man
+DOCDIR     ?= $(DATADIR)/doc/vitamin-e
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+INSTALL    ?= install
+POLICY_ABI := $(shell sed -n 's/^\#define VE_POLICY_ABI_VERSION \([0-9]*\).*/\1/p' include/ve/ve_policy.h)
+
+BINS      := $(TOOLS) $(DAEMON)
+MAN_PAGES := $(patsubst $(BUILD)/%,$(BUILD)/man/%.1,$(BINS))
+man_summary = $(or $(word 2,$(subst |, ,$(filter $(1)|%,$(MAN_SUMMARIES)))),a Vitamin-E tool)
+MAN_SUMMARIES := ve-run|run_a_CUDA_program_under_Vitamin-E ved|the_Vitamin-E_daemon_for_one_GPU \
+		 ve-ctl|control_a_running_ved ve-sim|replay_a_workload_on_the_simulated_GPU \
+		 ve-profile|measure_scaling_profiles_of_a_program
+
+$(BUILD)/man/%.1: $(BUILD)/% tools/mkman.sh
+	@mkdir -p $(dir $@)
+	tools/mkman.sh $< $* "$(subst _, ,$(call man_summary,$*))" >$@.tmp && mv -f $@.tmp $@
+
+man: $(MAN_PAGES)
+
+install: all man
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ve \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/vitamin-e
+	$(INSTALL) -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
+ifneq ($(SHIM_LIB),)
+	$(INSTALL) -m 0755 $(SHIM_LIB) $(DESTDIR)$(LIBDIR)/libve.so.$(VERSION)
+	ln -sf libve.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libve.so.$(SOMAJOR)
+	ln -sf libve.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libve.so
+else
+	@echo "install: no cuda.h at $(CUDA_HOME): libve.so was not built and is not installed" >&2
+endif
+	$(INSTALL) -m 0644 include/ve/*.h $(DESTDIR)$(INCLUDEDIR)/ve/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		-e 's|@VERSION@|$(VERSION)|' -e 's|@POLICY_ABI@|$(POLICY_ABI)|' \
+		deploy/pkgconfig/vitamin-e.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/vitamin-e.pc
+	$(INSTALL) -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	for u in deploy/systemd/*.service; do \
+		sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/vitamin-e/|$(SYSCONFDIR)/vitamin-e/|g' \
+			"$$u" >$(DESTDIR)$(UNITDIR)/$$(basename "$$u") || exit 1; \
+	done
+	@# A configuration already there is the administrator's: never overwritten.
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/vitamin-e/ved.conf ]; then \
+		echo "install: kept $(DESTDIR)$(SYSCONFDIR)/vitamin-e/ved.conf (the shipped one is deploy/ved.conf)"; \
+	else $(INSTALL) -m 0644 deploy/ved.conf $(DESTDIR)$(SYSCONFDIR)/vitamin-e/ved.conf; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS)))
+	rm -f $(DESTDIR)$(LIBDIR)/libve.so $(DESTDIR)$(LIBDIR)/libve.so.$(SOMAJOR) \
+		$(DESTDIR)$(LIBDIR)/libve.so.$(VERSION)
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/ve/,$(notdir $(wildcard include/ve/*.h)))
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/ve 2>/dev/null
+	rm -f $(DESTDIR)$(PKGCONFIGDIR)/vitamin-e.pc
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
+	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(wildcard deploy/systemd/*.service)))
+	@echo "uninstall: $(DESTDIR)$(SYSCONFDIR)/vitamin-e/ved.conf is kept (remove it by hand)"
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -12,6 +12,8 @@
  * steps): each configuration needs (number of sizes x reps) launches to be
  * measured at every size. Load the result with VE_PROFILE=FILE.
  */
+#include "util/version.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,7 +26,12 @@ static void usage(FILE *f)
 	fprintf(f, "usage: ve-profile [-o FILE] [--reps N] [--] program [args...]\n"
 		   "  Runs the program one kernel at a time, each launch configuration on every\n"
 		   "  pool entry size in turn, and writes the measured profile to FILE\n"
-		   "  (default vitamin-e.profile); use it with VE_PROFILE=FILE.\n");
+		   "  (default vitamin-e.profile); use it with VE_PROFILE=FILE.\n"
+		   "options:\n"
+		   "  -o FILE     where to write the profile\n"
+		   "  --reps N    measurements per configuration and size (1..1000, default 1)\n"
+		   "  --version   release, commit, CUDA headers, driver found\n"
+		   "  -h, --help  this text\n");
 }
 
 int main(int argc, char **argv)
@@ -47,6 +54,9 @@ int main(int argc, char **argv)
 			}
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			ve_version_print(stdout, "ve-profile");
 			return 0;
 		} else if (argv[i][0] == '-') {
 			fprintf(stderr, "ve-profile: unknown option %s\n", argv[i]);

@@ -10,6 +10,7 @@
  * already set in the environment is kept unless an option overrides it.
  */
 #include "coord/coord.h"
+#include "util/version.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -38,6 +39,7 @@ static void usage(FILE *f)
 		"                      [VE_LOG_LEVEL]\n"
 		"  --disable           transparent pass-through [VE_DISABLE=1]\n"
 		"  --lib PATH          libve.so to preload [VE_LIB]\n"
+		"  --version           release, commit, CUDA headers, driver found\n"
 		"  -h, --help          this text\n",
 		ve_policy_builtin_names());
 }
@@ -48,7 +50,9 @@ static int exists(const char *p)
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* libve.so next to this executable, or in ../lib relative to it. */
+/* libve.so next to this executable (the build folder), or where make install
+ * put it relative to bin/: ../lib or ../lib64, the development link or the
+ * soname's (a runtime-only package may ship just libve.so.0). */
 #define LIB_PATH_MAX (PATH_MAX + 64)
 
 /* out must hold LIB_PATH_MAX bytes. */
@@ -72,11 +76,16 @@ static int find_lib(const char *argv0, char out[LIB_PATH_MAX])
 		*slash = 0;
 	else
 		snprintf(self, sizeof(self), ".");
-	snprintf(out, len, "%s/libve.so", self);
-	if (exists(out))
-		return 0;
-	snprintf(out, len, "%s/../lib/libve.so", self);
-	return exists(out) ? 0 : -ENOENT;
+	static const char *const where[] = {"",		"/../lib",	 "/../lib64",
+					    "/../lib",	"/../lib64"};
+	const char *const name[] = {"libve.so", "libve.so", "libve.so", ve_version_soname(),
+				    ve_version_soname()};
+	for (size_t k = 0; k < sizeof(where) / sizeof(where[0]); k++) {
+		snprintf(out, len, "%s%s/%s", self, where[k], name[k]);
+		if (exists(out))
+			return 0;
+	}
+	return -ENOENT;
 }
 
 int main(int argc, char **argv)
@@ -102,6 +111,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
+			return 0;
+		}
+		if (strcmp(a, "--version") == 0) {
+			ve_version_print(stdout, "ve-run");
 			return 0;
 		}
 		if (strcmp(a, "--disable") == 0) {

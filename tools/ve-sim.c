@@ -19,6 +19,7 @@
 #include "dispatch/trace.h"
 #include "runtime/runtime.h"
 #include "util/util.h"
+#include "util/version.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1079,6 +1080,15 @@ static void json_agg(FILE *f, const char *key, const struct agg *a, bool comma)
 		key, agg_mean(a), a->min, a->max);
 }
 
+/* One progress line per finished run on stderr: how far, how long so far. */
+static void progress(bool quiet, int done, int total, uint64_t t0, const char *what)
+{
+	if (quiet)
+		return;
+	double s = (double)(ve__now_ns() - t0) / 1e9;
+	fprintf(stderr, "ve-sim: [%d/%d runs, %.1f s] %s\n", done, total, s, what);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -1100,7 +1110,9 @@ static void usage(FILE *f)
 		"                     policy bindings (default 0: strict binding while shared)\n"
 		"  --no-profile       no offline profiles: policies learn online from completions\n"
 		"  --quiet            no progress lines\n"
-		"  --print-default    print the embedded default scenario and exit\n",
+		"  --print-default    print the embedded default scenario and exit\n"
+		"  --version          release, commit, CUDA headers, driver found\n"
+		"  -h, --help         this text\n",
 		ve_policy_builtin_names());
 }
 
@@ -1116,6 +1128,9 @@ int main(int argc, char **argv)
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
+			return 0;
+		} else if (strcmp(a, "--version") == 0) {
+			ve_version_print(stdout, "ve-sim");
 			return 0;
 		} else if (strcmp(a, "--print-default") == 0) {
 			fputs(default_scenario, stdout);
@@ -1222,6 +1237,8 @@ int main(int argc, char **argv)
 	/* Solo baselines: each job alone on the whole GPU. */
 	bool active[MAX_JOBS];
 	double solo[MAX_JOBS];
+	int runs_done = 0, runs_total = (int)(sc.nj + (uint32_t)np) * seeds;
+	uint64_t t_runs = ve__now_ns();
 	for (uint32_t i = 0; i < sc.nj; i++) {
 		/* A job fed by another (prefill -> decode handoff) runs "alone" with
 		 * its partners: neither has work without the other. */
@@ -1245,6 +1262,10 @@ int main(int argc, char **argv)
 			if (run_once(&sc, "whole", active, (uint64_t)s + 1, use_profile, NULL, &r))
 				return 1;
 			agg_add(&a, r.thr[i]);
+			char what[160];
+			snprintf(what, sizeof(what), "%s alone, seed %d: %.2f units/s", sc.j[i].name,
+				 s + 1, r.thr[i]);
+			progress(quiet || seeds == 1, ++runs_done, runs_total, t_runs, what);
 		}
 		solo[i] = agg_mean(&a);
 		if (!quiet)
@@ -1281,6 +1302,10 @@ int main(int argc, char **argv)
 				agg_add(&R->ttft_viol[i], r.ttft_viol[i]);
 			}
 			agg_add(&R->aggregate, aggn);
+			char what[160];
+			snprintf(what, sizeof(what), "policy %s, seed %d: aggregate %.3f", pnames[p], s + 1,
+				 aggn);
+			progress(quiet, ++runs_done, runs_total, t_runs, what);
 			agg_add(&R->util, r.util);
 			agg_add(&R->bw_util, r.bw_util);
 			agg_add(&R->decide, r.decide_us_per_binding);

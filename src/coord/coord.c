@@ -219,6 +219,53 @@ void ve_coord_destroy(struct ve_coord *c)
 	free(c);
 }
 
+int ve_coord_set_policy(struct ve_coord *c, const char *spec, char *err, size_t errlen)
+{
+	const struct ve_policy_ops *ops;
+	const char *args = "";
+	void *dl = NULL, *priv = NULL;
+	int rc = ve_policy_resolve(spec && *spec ? spec : "tput", &ops, &args, &dl, err, errlen);
+	if (rc)
+		return rc;
+	struct ve_policy_ops own;
+	memset(&own, 0, sizeof(own));
+	memcpy(&own, ops, ops->abi_version >= 2 ? sizeof(own) : offsetof(struct ve_policy_ops, grant));
+	/* Grant mode and per-op binding keep different state (grants, leases):
+	 * switching between them is a restart, not a reload. */
+	bool per_op = !c->grant_mode && c->pol->grant;
+	bool grant_mode = own.grant && !per_op;
+	if (grant_mode != c->grant_mode) {
+		snprintf(err, errlen,
+			 "policy %s binds %s, the running %s %s: switching needs a restart", own.name,
+			 grant_mode ? "by grants" : "per op", c->pol_name,
+			 c->grant_mode ? "by grants" : "per op");
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (own.init && (rc = own.init(args, &c->view, &priv))) {
+		snprintf(err, errlen, "policy %s rejected its arguments '%s': %s", own.name, args,
+			 strerror(rc < 0 ? -rc : rc));
+		rc = rc < 0 ? rc : -EINVAL;
+		goto fail;
+	}
+	if (c->pol->fini)
+		c->pol->fini(c->pol_priv);
+	if (c->pol_dl)
+		dlclose(c->pol_dl);
+	c->pol_own = own;
+	c->pol = &c->pol_own;
+	c->pol_priv = priv;
+	c->pol_dl = dl;
+	snprintf(c->pol_name, sizeof(c->pol_name), "%s", own.name);
+	/* The new policy plans from scratch at the next tick. */
+	c->urgent = true;
+	return 0;
+fail:
+	if (dl)
+		dlclose(dl);
+	return rc;
+}
+
 /* ------------------------------------------------------------ clients */
 
 int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags)

@@ -138,6 +138,11 @@ struct ve_profile *ve_coord_profile(struct ve_coord *c);
 const struct ve_policy_view *ve_coord_view(struct ve_coord *c);
 const char *ve_coord_policy_name(const struct ve_coord *c);
 void ve_coord_stats(const struct ve_coord *c, struct ve_coord_stats *st);
+/* Replaces the policy (ved's reload) between two decisions: leases, grants,
+ * reservations and ready ops stay; the new policy starts with fresh private
+ * state. Refused (nothing changes) if the spec does not resolve, its init
+ * fails, or it would switch between grant mode and per-op binding. */
+int ve_coord_set_policy(struct ve_coord *c, const char *spec, char *err, size_t errlen);
 /* Virtual or real clock for ages and deadlines (the sim sets virtual time). */
 void ve_coord_set_now(struct ve_coord *c, uint64_t now_ns);
 

@@ -740,6 +740,8 @@ static void grant_refresh(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 	g->entry = e;
 	g->gen = gen;
 	d->st.grant_changes++;
+	if (d->cfg.trace)
+		ve_trace_grant(d->cfg.trace, c, e, e < d->pool->nentries ? d->pool->e[e].sms : 0, now);
 }
 
 static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Chrome/Perfetto trace (docs/architecture.md, "Traces"): one track ("process") per
- * pool entry, one row per lane, one slice per op with client, stream, kind
- * and SMs. Events go to a preallocated array (no allocation while running);
- * when it is full further events are counted and dropped, and the file says
- * so. Written once, at the end (ve_trace_write). Single writer.
+ * Chrome/Perfetto trace (docs/architecture.md, "Traces"; docs/operations.md,
+ * "Reading a timeline"): a track per pool entry and one per client, each op
+ * a slice on both (client, stream, lane, kind, SMs in its arguments), and in
+ * grant mode a track per client of the entries it was granted, as spans.
+ * Events go to preallocated arrays (no allocation while running); when one
+ * is full further events are counted and dropped, and the file says so.
+ * Written once, at the end (ve_trace_write, through util/timeline.h).
+ * Single writer.
  */
 #ifndef VE_DISPATCH_TRACE_H
 #define VE_DISPATCH_TRACE_H
@@ -30,7 +33,11 @@ void ve_trace_destroy(struct ve_trace *t);
 void ve_trace_add(struct ve_trace *t, const struct ve_trace_event *ev);
 /* Client names for the slices (optional); index = client id. */
 void ve_trace_set_client_name(struct ve_trace *t, uint32_t client, const char *name);
-int ve_trace_write(const struct ve_trace *t, const char *path);
+/* The client's grant is now entry (0xffff: none), of sms SMs: ends the span
+ * of the previous grant, if it differs. */
+void ve_trace_grant(struct ve_trace *t, uint32_t client, uint16_t entry, uint32_t sms,
+		    uint64_t now_ns);
+int ve_trace_write(struct ve_trace *t, const char *path);
 uint64_t ve_trace_dropped(const struct ve_trace *t);
 uint32_t ve_trace_count(const struct ve_trace *t);
 

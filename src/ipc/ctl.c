@@ -54,7 +54,7 @@ static int check_hello(const struct ve_ctl_hello *m)
 		if (i < m->nleaves ? (s == 0 || s > 1024) : s != 0)
 			return -EINVAL;
 	}
-	if (!str_ok(m->name, sizeof(m->name)) || !ZERO(m->rsvd))
+	if (!str_ok(m->name, sizeof(m->name)) || !ZERO(m->rsvd) || m->failovers > (1u << 30))
 		return -EINVAL;
 	return 0;
 }
@@ -95,7 +95,8 @@ static int check_entry(const struct ve_ctl_entry *e)
 static int check_client(const struct ve_ctl_client *c)
 {
 	if (c->id < 0 || c->id >= VE_CTL_MAX_CLIENTS || (c->class_flags & ~VE_CTL_CLASS_MASK) ||
-	    c->rsvd0)
+	    (c->grant_entry >= VE_CTL_MAX_ENTRIES && c->grant_entry != 0xffff) ||
+	    c->granted_sms > 4096)
 		return -EINVAL;
 	if (!(c->ops_per_s >= 0 && c->ops_per_s < 1e12)) /* also refuses NaN */
 		return -EINVAL;
@@ -104,7 +105,7 @@ static int check_client(const struct ve_ctl_client *c)
 
 static int check_status(const struct ve_ctl_status *m, size_t len)
 {
-	if (m->h.flags || m->nentries > VE_CTL_MAX_ENTRIES || m->nclients > VE_CTL_MAX_CLIENTS ||
+	if ((m->h.flags & ~VE_CTL_F_DRAINING) || m->nentries > VE_CTL_MAX_ENTRIES || m->nclients > VE_CTL_MAX_CLIENTS ||
 	    m->max_clients > VE_CTL_MAX_CLIENTS || m->mps > VE_MPS_ELSEWHERE ||
 	    m->nleaves > VE_CTL_MAX_LEAVES)
 		return -EINVAL;
@@ -127,16 +128,25 @@ static int check_status(const struct ve_ctl_status *m, size_t len)
 
 static int check_trace(const struct ve_ctl_trace *m, size_t len)
 {
-	if ((m->h.flags & ~VE_CTL_F_LAST) || m->nevents > VE_CTL_TRACE_CHUNK)
+	if ((m->h.flags & ~(VE_CTL_F_LAST | VE_CTL_F_GAP)) || m->nevents > VE_CTL_TRACE_CHUNK)
 		return -EINVAL;
 	if (len != sizeof(*m) + m->nevents * sizeof(struct ve_ctl_tev))
 		return -EINVAL;
 	const struct ve_ctl_tev *ev = (const void *)(m + 1);
 	for (uint32_t i = 0; i < m->nevents; i++)
-		if (ev[i].kind < VE_TEV_OP || ev[i].kind > VE_TEV_LEAVE ||
-		    ev[i].t1_ns < ev[i].t0_ns || !ZERO(ev[i].rsvd))
+		if (ev[i].kind < VE_TEV_OP || ev[i].kind > VE_TEV_RESERVE ||
+		    ev[i].t1_ns < ev[i].t0_ns || (ev[i].flags & ~VE_TEV_F_OPEN) ||
+		    !ZERO(ev[i].rsvd))
 			return -EINVAL;
 	return 0;
+}
+
+static int check_admin(const struct ve_ctl_admin *m)
+{
+	if (m->h.flags || m->status > 0 || m->status < -4095 || m->draining > 1 || m->rsvd ||
+	    m->nclients > VE_CTL_MAX_CLIENTS)
+		return -EINVAL;
+	return str_ok(m->msg, sizeof(m->msg)) ? 0 : -EINVAL;
 }
 
 static int check_profile(const struct ve_ctl_profile *m, size_t len)
@@ -178,10 +188,20 @@ int ve_ctl_check(const void *buf, size_t len, int dir)
 		const struct ve_ctl_trace_req *q = m;
 		return to_ved && len == sizeof(*q) && !h.flags && ZERO(q->rsvd) ? 0 : -EINVAL;
 	}
-	case VE_CTL_PROFILE_REQ: {
+	case VE_CTL_PROFILE_REQ:
+	case VE_CTL_METRICS_REQ: {
 		const struct ve_ctl_profile_req *q = m;
 		return to_ved && len == sizeof(*q) && !h.flags && ZERO(q->rsvd) ? 0 : -EINVAL;
 	}
+	case VE_CTL_ADMIN_REQ: {
+		const struct ve_ctl_admin_req *q = m;
+		return to_ved && len == sizeof(*q) && !h.flags && ZERO(q->rsvd) &&
+			       q->op >= VE_ADMIN_DRAIN && q->op <= VE_ADMIN_RELOAD
+			   ? 0
+			   : -EINVAL;
+	}
+	case VE_CTL_ADMIN:
+		return !to_ved && len == sizeof(struct ve_ctl_admin) ? check_admin(m) : -EINVAL;
 	case VE_CTL_WELCOME:
 		return !to_ved && len == sizeof(struct ve_ctl_welcome) ? check_welcome(m) : -EINVAL;
 	case VE_CTL_DOORBELL: {
@@ -197,6 +217,7 @@ int ve_ctl_check(const void *buf, size_t len, int dir)
 		return !to_ved && len >= sizeof(struct ve_ctl_trace) ? check_trace(m, len)
 								     : -EINVAL;
 	case VE_CTL_PROFILE:
+	case VE_CTL_METRICS:
 		return !to_ved && len >= sizeof(struct ve_ctl_profile) ? check_profile(m, len)
 								       : -EINVAL;
 	}
@@ -207,7 +228,8 @@ const char *ve_ctl_type_name(unsigned type)
 {
 	static const char *const n[] = {"?",	      "HELLO",	"WELCOME",   "DOORBELL", "REFUSE",
 					"STATUS_REQ", "STATUS", "TRACE_REQ", "TRACE",
-					"PROFILE_REQ", "PROFILE"};
+					"PROFILE_REQ", "PROFILE", "METRICS_REQ", "METRICS",
+					"ADMIN_REQ", "ADMIN"};
 	return type < sizeof(n) / sizeof(n[0]) ? n[type] : "?";
 }
 
@@ -219,11 +241,34 @@ void ve_ctl_hdr_init(struct ve_ctl_hdr *h, uint16_t type, uint32_t len)
 
 /* ------------------------------------------------------------------ paths */
 
+int ve_ctl_host_device(int ordinal)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	if (!v || !*v || ordinal < 0)
+		return ordinal;
+	/* Indices only ("2,3"); UUIDs or MIG names leave the ordinal as it is. */
+	int k = 0;
+	for (const char *p = v; *p;) {
+		char *end;
+		long d = strtol(p, &end, 10);
+		if (end == p || d < 0 || d > 1024 || (*end && *end != ','))
+			return ordinal;
+		if (k++ == ordinal)
+			return (int)d;
+		p = *end ? end + 1 : end;
+	}
+	return ordinal;
+}
+
 int ve_ctl_default_path(int device, char *buf, size_t len)
 {
+	device = ve_ctl_host_device(device);
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	const char *dir = getenv("VE_SOCKET_DIR");
 	int n;
-	if (xdg && xdg[0] == '/')
+	if (dir && dir[0] == '/')
+		n = snprintf(buf, len, "%s/ved-%d.sock", dir, device);
+	else if (xdg && xdg[0] == '/')
 		n = snprintf(buf, len, "%s/vitamin-e/ved-%d.sock", xdg, device);
 	else
 		n = snprintf(buf, len, "/tmp/vitamin-e-%u/ved-%d.sock", (unsigned)getuid(), device);

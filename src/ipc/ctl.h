@@ -16,13 +16,18 @@
  *                   DOORBELL    carries the client's eventfd (second message:
  *                               fdpass.h takes one fd per message)
  *                   REFUSE      refused: -errno and a message for the user
- *   tool -> ved     STATUS_REQ  / TRACE_REQ / PROFILE_REQ
- *   ved -> tool     STATUS      pool entries and clients
+ *   tool -> ved     STATUS_REQ  / TRACE_REQ / PROFILE_REQ / METRICS_REQ / ADMIN_REQ
+ *   ved -> tool     STATUS      pool entries and clients (with their grants);
+ *                               VE_CTL_F_DRAINING while ved admits no new client
  *                   TRACE       recent events, in chunks; the last is flagged
  *                   PROFILE     the scaling profiles ved refined online (the
  *                               text of docs/profiles.md), in chunks; the last
  *                               is flagged. A client saving VE_PROFILE_OUT asks
  *                               on a connection of its own, as a tool does.
+ *                   METRICS     the Prometheus text ved's HTTP endpoint serves
+ *                               (docs/operations.md), in chunks like PROFILE
+ *                   ADMIN       the answer to ADMIN_REQ (drain, resume, reload):
+ *                               a status and a sentence
  *
  * A registered client's connection carries nothing after DOORBELL: it stays
  * open as the liveness signal in both directions (EOF or error = peer gone).
@@ -64,6 +69,10 @@ enum ve_ctl_type {
 	VE_CTL_TRACE = 8,
 	VE_CTL_PROFILE_REQ = 9,
 	VE_CTL_PROFILE = 10,
+	VE_CTL_METRICS_REQ = 11,
+	VE_CTL_METRICS = 12,
+	VE_CTL_ADMIN_REQ = 13,
+	VE_CTL_ADMIN = 14,
 };
 
 /* Who sends: messages to ved and messages from ved are disjoint sets. */
@@ -73,8 +82,12 @@ enum ve_ctl_dir { VE_CTL_TO_VED = 0, VE_CTL_FROM_VED = 1 };
 #define VE_CTL_CLASS_LATENCY (1u << 0)
 #define VE_CTL_CLASS_MASK    VE_CTL_CLASS_LATENCY
 
-/* TRACE and PROFILE header flags. */
+/* TRACE, PROFILE and METRICS header flags. */
 #define VE_CTL_F_LAST (1u << 0) /* last chunk of a reply */
+/* TRACE header flag: ved's ring had turned over past since_ns: events are missing. */
+#define VE_CTL_F_GAP (1u << 2)
+/* STATUS header flag: ved is draining (admits no new client). */
+#define VE_CTL_F_DRAINING (1u << 1)
 
 /* MPS state as probed on the host (ve_mps_probe). */
 enum ve_mps_state {
@@ -105,7 +118,8 @@ struct ve_ctl_hello {
 	uint32_t ring_records;		      /* 0: the daemon's choice */
 	uint32_t leaf_sms[VE_CTL_MAX_LEAVES]; /* 1 .. 1024 below nleaves, 0 above */
 	char name[VE_CTL_NAME_MAX];	      /* program name, NUL-terminated */
-	uint32_t rsvd[4];
+	uint32_t failovers; /* times this process fell back to safe mode so far */
+	uint32_t rsvd[3];
 };
 
 struct ve_ctl_welcome {
@@ -163,8 +177,9 @@ struct ve_ctl_client {
 	uint32_t bound;	   /* ops bound, not yet done */
 	uint32_t ring_in;  /* records waiting in its client -> ved ring */
 	uint32_t ring_out; /* records waiting in its ved -> client ring */
-	uint32_t overflow; /* bindings waiting for room in that ring */
-	uint32_t rsvd0;
+	uint32_t overflow;     /* bindings waiting for room in that ring */
+	uint16_t grant_entry;  /* the entry granted now (grant mode), 0xffff: none */
+	uint16_t granted_sms;  /* SMs it may use now: its grant's, else its leases' */
 	uint64_t bindings;
 	uint64_t completions;
 	uint64_t failed; /* failed submissions */
@@ -202,7 +217,8 @@ struct ve_ctl_status {
 struct ve_ctl_trace_req {
 	struct ve_ctl_hdr h;
 	uint32_t max_events; /* 0: all the daemon keeps */
-	uint32_t rsvd[3];
+	uint32_t rsvd;
+	uint64_t since_ns; /* only events that ended at or after (ved's CLOCK_MONOTONIC); 0: all */
 };
 
 enum ve_ctl_tev_kind {
@@ -210,7 +226,12 @@ enum ve_ctl_tev_kind {
 	VE_TEV_FAILED = 2, /* a submission failed (instant) */
 	VE_TEV_JOIN = 3,   /* a client registered (instant) */
 	VE_TEV_LEAVE = 4,  /* a client left; tok = ops reclaimed (instant) */
+	VE_TEV_GRANT = 5,  /* the client was granted entry over [t0, t1] (grant mode) */
+	VE_TEV_LEASE = 6,  /* entry was leased to client over [t0, t1] (-2: shared) */
+	VE_TEV_RESERVE = 7, /* entry was reserved for client over [t0, t1] */
 };
+
+#define VE_TEV_F_OPEN (1u << 0) /* a span still going on: t1 is when ved answered */
 
 struct ve_ctl_tev {
 	uint64_t t0_ns; /* CLOCK_MONOTONIC of ved */
@@ -221,8 +242,9 @@ struct ve_ctl_tev {
 	int32_t pid;
 	uint16_t entry; /* VE_PROTO_ENTRY_NONE for client events */
 	uint16_t sms;
-	uint8_t kind; /* enum ve_ctl_tev_kind */
-	uint8_t rsvd[3];
+	uint8_t kind;  /* enum ve_ctl_tev_kind */
+	uint8_t flags; /* VE_TEV_F_* */
+	uint8_t rsvd[2];
 };
 
 struct ve_ctl_trace {
@@ -236,6 +258,30 @@ struct ve_ctl_trace {
 struct ve_ctl_profile_req {
 	struct ve_ctl_hdr h;
 	uint32_t rsvd[4];
+};
+
+/* METRICS_REQ has this layout too; METRICS answers with struct ve_ctl_profile's. */
+#define ve_ctl_metrics_req ve_ctl_profile_req
+
+enum ve_ctl_admin_op {
+	VE_ADMIN_DRAIN = 1,  /* admit no new client; the registered ones go on */
+	VE_ADMIN_RESUME = 2, /* admit clients again */
+	VE_ADMIN_RELOAD = 3, /* re-read the configuration, as SIGHUP does */
+};
+
+struct ve_ctl_admin_req {
+	struct ve_ctl_hdr h;
+	uint32_t op; /* enum ve_ctl_admin_op */
+	uint32_t rsvd[3];
+};
+
+struct ve_ctl_admin {
+	struct ve_ctl_hdr h;
+	int32_t status;	   /* 0, or -errno: the operation failed (msg says why) */
+	uint32_t nclients; /* registered clients now */
+	uint32_t draining; /* 0 or 1, after the operation */
+	uint32_t rsvd;
+	char msg[VE_CTL_TEXT_MAX]; /* for the user, NUL-terminated */
 };
 
 struct ve_ctl_profile {
@@ -259,6 +305,8 @@ _Static_assert(sizeof(struct ve_ctl_trace) + VE_CTL_TRACE_CHUNK * sizeof(struct 
 		   VE_CTL_MAX_MSG,
 	       "a trace chunk fits one message");
 _Static_assert(sizeof(struct ve_ctl_profile) == 32, "profile chunk header");
+_Static_assert(sizeof(struct ve_ctl_trace_req) == 32, "trace request");
+_Static_assert(sizeof(struct ve_ctl_admin) == 288, "admin reply");
 _Static_assert(sizeof(struct ve_ctl_profile) + VE_CTL_PROFILE_CHUNK <= VE_CTL_MAX_MSG,
 	       "a profile chunk fits one message");
 
@@ -271,11 +319,18 @@ void ve_ctl_hdr_init(struct ve_ctl_hdr *h, uint16_t type, uint32_t len);
 
 /*
  * Where ved listens for a device unless configured otherwise:
+ * $VE_SOCKET_DIR/ved-<device>.sock when VE_SOCKET_DIR is an absolute path (a
+ * system-wide ved per GPU: docs/operations.md), else
  * $XDG_RUNTIME_DIR/vitamin-e/ved-<device>.sock when XDG_RUNTIME_DIR is an
  * absolute path, else /tmp/vitamin-e-<uid>/ved-<device>.sock. -ENAMETOOLONG
  * if it does not fit in a sockaddr_un.
  */
 int ve_ctl_default_path(int device, char *buf, size_t len);
+/* The host's index of CUDA device 'ordinal' of this process: the ordinal-th
+ * entry of CUDA_VISIBLE_DEVICES when that lists indices (a batch system's
+ * per-job GPUs: Slurm's "2,3"), else the ordinal itself. ved is started per
+ * host GPU, so a client names its GPU by this index (socket path, HELLO). */
+int ve_ctl_host_device(int ordinal);
 /* The lock file next to a socket path ("<path minus .sock>.lock"). */
 int ve_ctl_lock_path(const char *sock, char *buf, size_t len);
 

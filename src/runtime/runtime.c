@@ -155,8 +155,13 @@ void ve_runtime_destroy(struct ve_runtime *rt)
 {
 	if (!rt)
 		return;
-	ve_dispatcher_destroy(rt->d); /* stops its thread first */
-	ve_link_destroy(&rt->link);   /* BYE to ved; NULL when embedded */
+	/* The ved link's helper thread wakes the dispatcher (notify) until the
+	 * link is destroyed: stop the dispatcher's thread, then the link (BYE to
+	 * ved, its helper joined), and only then free the dispatcher. */
+	if (rt->d)
+		ve_dispatcher_stop(rt->d);
+	ve_link_destroy(&rt->link); /* NULL when embedded */
+	ve_dispatcher_destroy(rt->d);
 	ve_trace_destroy(rt->trace);
 	free(rt);
 }

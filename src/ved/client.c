@@ -206,7 +206,7 @@ static int try_register(struct ve_remote *r, struct conn **out, char *err, size_
 	ve_ctl_hdr_init(&h.h, VE_CTL_HELLO, sizeof(h));
 	h.ipc_version = VE_IPC_VERSION;
 	h.pid = (int32_t)getpid();
-	h.device = r->cfg.device;
+	h.device = ve_ctl_host_device(r->cfg.device);
 	h.class_flags = (r->cfg.class_flags & VE_READY_LATENCY) ? VE_CTL_CLASS_LATENCY : 0;
 	h.nleaves = r->cfg.nleaves;
 	h.max_entries = r->cfg.max_entries;
@@ -214,6 +214,7 @@ static int try_register(struct ve_remote *r, struct conn **out, char *err, size_
 	h.sm_count = r->cfg.sm_count ? r->cfg.sm_count : r->pool->total_sms;
 	memcpy(h.leaf_sms, r->leaf_sms, sizeof(h.leaf_sms));
 	snprintf(h.name, sizeof(h.name), "%s", r->name);
+	h.failovers = (uint32_t)(r->st.failovers < (1u << 30) ? r->st.failovers : (1u << 30));
 	rc = ve_ctl_send(c->sock, &h, sizeof(h));
 	if (rc) {
 		snprintf(err, errlen, "cannot register with %s: %s", r->path, strerror(-rc));

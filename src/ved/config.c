@@ -2,6 +2,7 @@
 /* ved configuration: file, VE_VED_* environment, validation (ved.h, docs/daemon.md). */
 #include "ved/ved.h"
 #include "coord/coord.h"
+#include "ved/http.h"
 #include "util/util.h"
 
 #include <ctype.h>
@@ -42,6 +43,9 @@ static const struct key keys[] = {
     {"stats_interval", K_U32, 0, 86400, "seconds between statistics lines at info, 0 = off"},
     {"trace_events", K_U32, 0, 1u << 20, "recent events kept for ve-ctl trace"},
     {"check", K_BOOL, 0, 0, "self-check after every decision; abort on a violation"},
+    {"metrics_listen", K_STR, 0, 0,
+     "serve Prometheus metrics over HTTP: HOST:PORT, PORT (127.0.0.1) or :PORT (all); "
+     "empty = off"},
 };
 
 void ved_config_usage(FILE *f)
@@ -124,6 +128,13 @@ static int set_key(struct ved_config *c, const struct key *k, const char *v, con
 				return -EINVAL;
 			}
 			snprintf(c->socket, sizeof(c->socket), "%s", v);
+		} else if (strcmp(k->name, "metrics_listen") == 0) {
+			char err[160];
+			if (*v && ved_http_check_listen(v, err, sizeof(err))) {
+				fprintf(stderr, "ved: %s: metrics_listen = %s\n", where, err);
+				return -EINVAL;
+			}
+			snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", v);
 		} else {
 			if (strlen(v) >= sizeof(c->profile))
 				goto bad;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #define BATCH 64
+#define WAIT_SAMPLES 512 /* recent wait-for-bind samples per client (metrics) */
 
 enum { OP_FREE = 0, OP_READY, OP_BOUND };
 
@@ -40,6 +41,8 @@ struct sclient {
 	uint32_t in_seq, out_seq;
 	uint64_t hint_tok, hint_deadline; /* deadline for the READY that follows */
 	uint64_t bindings, completions, failed, records_in, records_out;
+	uint64_t wait_n, wait_sum_ns; /* wait-for-bind: ready -> bound */
+	uint64_t wait_ns[WAIT_SAMPLES];
 };
 
 struct ve_serve {
@@ -506,6 +509,9 @@ static void take_binding(struct ve_serve *s, const struct ve_binding *b, uint64_
 	o->shared = (b->flags & VE_BIND_SHARE) != 0;
 	o->delivered = 0;
 	o->t_bind = now;
+	uint64_t wait = now > o->op.ready_ns ? now - o->op.ready_ns : 0;
+	c->wait_ns[c->wait_n++ % WAIT_SAMPLES] = wait;
+	c->wait_sum_ns += wait;
 	c->nready--;
 	c->nbound++;
 	c->bindings++;
@@ -739,4 +745,38 @@ uint32_t ve_serve_trace(const struct ve_serve *s, struct ve_ctl_tev *out, uint32
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = s->tr[(start + i) % s->tr_cap];
 	return n;
+}
+
+void ve_serve_trace_add(struct ve_serve *s, const struct ve_ctl_tev *ev)
+{
+	if (!s->tr_cap)
+		return;
+	s->tr[s->tr_next] = *ev;
+	s->tr_next = (s->tr_next + 1) % s->tr_cap;
+	s->tr_n++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+void ve_serve_client_waits(const struct ve_serve *s, uint32_t id, struct ve_serve_waits *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (id >= s->max_clients || !s->cl[id].active)
+		return;
+	const struct sclient *c = &s->cl[id];
+	out->count = c->wait_n;
+	out->sum_ns = c->wait_sum_ns;
+	uint32_t n = c->wait_n < WAIT_SAMPLES ? (uint32_t)c->wait_n : WAIT_SAMPLES;
+	if (!n)
+		return;
+	/* Not a fast path (a scrape): a sorted copy of the recent samples. */
+	uint64_t v[WAIT_SAMPLES];
+	memcpy(v, c->wait_ns, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_u64);
+	out->p50_ns = v[n / 2];
+	out->p99_ns = v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
 }

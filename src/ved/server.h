@@ -106,5 +106,16 @@ void ve_serve_client_info(const struct ve_serve *s, uint32_t id, struct ve_serve
 void ve_serve_stats(const struct ve_serve *s, struct ve_serve_stats *st);
 /* Copies the most recent trace events, oldest first; returns how many. */
 uint32_t ve_serve_trace(const struct ve_serve *s, struct ve_ctl_tev *out, uint32_t max);
+/* Adds an event of ved's own to that ring (grant, lease and reservation spans:
+ * src/ved/metrics.c); nothing if trace_events is 0. */
+void ve_serve_trace_add(struct ve_serve *s, const struct ve_ctl_tev *ev);
+
+/* Wait for a binding (ready at ved -> bound) of a client's ops: all of them
+ * (count, sum) and the percentiles of the most recent ones. */
+struct ve_serve_waits {
+	uint64_t count, sum_ns;
+	uint64_t p50_ns, p99_ns;
+};
+void ve_serve_client_waits(const struct ve_serve *s, uint32_t id, struct ve_serve_waits *out);
 
 #endif

@@ -15,6 +15,8 @@
  * The lost-wake-up argument is in ipc/ctl.h (struct ve_ved_words).
  */
 #include "ved/ved.h"
+#include "ved/http.h"
+#include "ved/metrics.h"
 #include "ved/server.h"
 #include "ipc/ctl.h"
 #include "ipc/fdpass.h"
@@ -22,6 +24,7 @@
 #include "ipc/shm.h"
 #include "util/futex.h"
 #include "util/util.h"
+#include "util/version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +54,7 @@
 #define TAG_SIGNAL 2u
 #define TAG_CONN   3u
 #define TAG_BELL   4u
+#define TAG_HTTP   5u /* the metrics endpoint's sockets (http.h) */
 
 struct vconn {
 	bool used, registered;
@@ -70,6 +74,7 @@ struct vconn {
 	uint32_t contended_pub;
 	uint64_t beat, beat_ns; /* the client's heartbeat and when it last moved */
 	bool stale;
+	uint32_t fallbacks; /* safe-mode fallbacks it reported at HELLO */
 };
 
 struct ved {
@@ -90,6 +95,12 @@ struct ved {
 	int mps;
 	bool mps_warned;
 	struct ve_rec recs[BATCH];
+	/* Operations (docs/operations.md): metrics, drain, reload. */
+	struct ved_metrics *met;
+	struct ved_http *http;
+	struct ved_overrides ov;
+	bool draining;
+	uint64_t start_unix_ns, refused_draining, reloads, reload_failures;
 	union {
 		uint8_t b[VE_CTL_MAX_MSG];
 		uint64_t align;
@@ -387,6 +398,14 @@ static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *
 		conn_close(d, c, "a second HELLO", true);
 		return;
 	}
+	if (d->draining) {
+		send_refuse(c->fd, -EBUSY,
+			    "ved is draining device %d: it admits no new client until "
+			    "'ve-ctl resume' (or a restart)",
+			    d->cfg.device);
+		d->refused_draining++;
+		goto refused;
+	}
 	if (h->ipc_version != VE_IPC_VERSION) {
 		send_refuse(c->fd, -EPROTO,
 			    "this process speaks IPC version %u, ved speaks %u: run ved and its "
@@ -473,6 +492,7 @@ static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *
 			      memory_order_relaxed);
 	ve_shm_announce(&c->shm, VE_SIDE_COORD);
 	c->id = id;
+	c->fallbacks = h->failovers;
 	c->registered = true;
 	d->by_id[id] = c;
 	d->nregistered++;
@@ -510,6 +530,296 @@ static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *
 refused:
 	d->refused++;
 	conn_close(d, c, "refused", false);
+}
+
+/* ------------------------------------------------------------------ operations */
+/* Metrics, drain and reload (docs/operations.md): new functions only, called
+ * from a few one-line hooks in the loop, the HELLO path and the control
+ * socket's dispatch. */
+
+static int send_bounded(int fd, const void *m, size_t len);
+
+static void fill_daemon(struct ved *d, struct ved_metrics_daemon *dm)
+{
+	memset(dm, 0, sizeof(*dm));
+	dm->device = d->cfg.device;
+	dm->max_clients = d->cfg.max_clients;
+	dm->draining = d->draining;
+	dm->mps = (uint32_t)d->mps;
+	dm->start_unix_ns = d->start_unix_ns;
+	dm->sleeps = d->sleeps;
+	dm->wakeups = d->wakeups;
+	dm->refused = d->refused;
+	dm->refused_draining = d->refused_draining;
+	dm->reloads = d->reloads;
+	dm->reload_failures = d->reload_failures;
+	dm->records_per_s = d->records_per_s;
+	for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++) {
+		const struct vconn *v = d->by_id[id];
+		if (!v)
+			continue;
+		dm->cl[dm->nclients++] = (struct ved_metrics_client){.id = id,
+								     .pid = (int32_t)v->pid,
+								     .uid = (uint32_t)v->uid,
+								     .fallbacks = v->fallbacks,
+								     .ops_per_s = v->ops_per_s};
+	}
+}
+
+/* The metrics text, malloc'd (the HTTP endpoint's body and METRICS). */
+static int metrics_text(void *arg, char **text, size_t *len)
+{
+	struct ved *d = arg;
+	static struct ved_metrics_daemon dm;
+	fill_daemon(d, &dm);
+	FILE *f = open_memstream(text, len);
+	if (!f)
+		return -ENOMEM;
+	int rc = ved_metrics_render(d->met, d->srv, &dm, f);
+	if (fclose(f) || rc)
+		return rc ? rc : -EIO;
+	return 0;
+}
+
+static int http_start(struct ved *d, const char *addr, struct ved_http **out, char *err,
+		      size_t errlen)
+{
+	*out = NULL;
+	if (!addr[0])
+		return 0;
+	/* "HOST:9400+": one port per GPU, 9400 + the device index, so one line
+	 * in the shared ved.conf serves every ved@N. */
+	char buf[96];
+	size_t n = strlen(addr);
+	if (addr[n - 1] == '+') {
+		const char *colon = strrchr(addr, ':');
+		const char *port = colon ? colon + 1 : addr;
+		long p = strtol(port, NULL, 10) + d->cfg.device;
+		if (p > 65535) {
+			snprintf(err, errlen, "metrics_listen %s: port %ld + device %d is past 65535",
+				 addr, p - d->cfg.device, d->cfg.device);
+			return -EINVAL;
+		}
+		snprintf(buf, sizeof(buf), "%.*s%ld", (int)(port - addr), addr, p);
+		addr = buf;
+	}
+	int rc = ved_http_create(addr, d->epfd, TAG_HTTP, metrics_text, d, out, err, errlen);
+	if (rc == 0)
+		VE_INFO("ved: metrics at http://%s/metrics", ved_http_address(*out));
+	return rc;
+}
+
+/* At start-up, after the socket: metrics state and, if configured, the endpoint. */
+static int ops_start(struct ved *d, const struct ved_overrides *ov)
+{
+	d->ov = *ov;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	d->start_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	char err[256];
+	if (ved_metrics_create(&d->met)) {
+		fprintf(stderr, "ved: out of memory\n");
+		return -1;
+	}
+	if (http_start(d, d->cfg.metrics_listen, &d->http, err, sizeof(err))) {
+		fprintf(stderr, "ved: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void ops_tick(struct ved *d, uint64_t now)
+{
+	ved_metrics_observe(d->met, d->srv, now);
+	ved_http_sweep(d->http, now);
+}
+
+/* A policy name checked the way main checks it before the pool exists. */
+static int policy_valid(const struct ved_config *c, char *err, size_t errlen)
+{
+	uint32_t probe[VE_CTL_MAX_LEAVES], np = c->nleaves;
+	if (np)
+		memcpy(probe, c->leaf_sms, np * sizeof(uint32_t));
+	else
+		ved_parse_leaves("15x8,12", probe, &np);
+	struct ve_serve_config sc = {.coord = {.leaf_sms = probe,
+					       .nleaves = np,
+					       .max_entries = c->pool_entries,
+					       .max_clients = c->max_clients,
+					       .policy = c->policy},
+				     .client_ops = 64};
+	struct ve_serve *tmp;
+	int rc = ve_serve_create(&sc, &tmp, err, errlen);
+	if (rc == 0)
+		ve_serve_destroy(tmp);
+	return rc;
+}
+
+/* Re-reads the configuration (SIGHUP, ve-ctl reload). What can change while
+ * clients run changes: policy, log_level, stats_interval, metrics_listen;
+ * the rest (the pool's shape, limits, paths) needs a restart and is kept,
+ * with a warning. All or nothing: a key that does not apply leaves the
+ * running configuration as it was. Returns 0 or -errno; msg says what. */
+static int ops_reload(struct ved *d, char *msg, size_t len)
+{
+	struct ved_config nc;
+	char err[512] = "";
+	int rc = ved_config_load(&nc, &d->ov);
+	if (rc) {
+		snprintf(msg, len, "the configuration does not load (ved's log says why); kept the "
+				   "running one");
+		goto fail;
+	}
+	char kept[256] = "";
+#define KEPT(cond, key)                                                                            \
+	if (cond)                                                                                  \
+		snprintf(kept + strlen(kept), sizeof(kept) - strlen(kept), "%s%s", kept[0] ? ", " : "", \
+			 key)
+	KEPT(nc.device != d->cfg.device, "device");
+	KEPT(strcmp(nc.socket, d->cfg.socket), "socket");
+	KEPT(strcmp(nc.group, d->cfg.group), "group");
+	KEPT(nc.nleaves != d->cfg.nleaves ||
+		 memcmp(nc.leaf_sms, d->cfg.leaf_sms, sizeof(nc.leaf_sms)),
+	     "leaves");
+	KEPT(nc.pool_entries != d->cfg.pool_entries || nc.pool_entries_set != d->cfg.pool_entries_set,
+	     "pool_entries");
+	KEPT(nc.max_clients != d->cfg.max_clients, "max_clients");
+	KEPT(nc.client_ops != d->cfg.client_ops, "client_ops");
+	KEPT(nc.ring_records != d->cfg.ring_records, "ring_records");
+	KEPT(strcmp(nc.profile, d->cfg.profile), "profile");
+	KEPT(nc.spin_us != d->cfg.spin_us, "spin_us");
+	KEPT(nc.heartbeat_ms != d->cfg.heartbeat_ms, "heartbeat_ms");
+	KEPT(nc.trace_events != d->cfg.trace_events, "trace_events");
+	KEPT(nc.check != d->cfg.check, "check");
+#undef KEPT
+	struct ved_http *nh = NULL;
+	bool new_http = strcmp(nc.metrics_listen, d->cfg.metrics_listen) != 0;
+	if (new_http && nc.metrics_listen[0]) {
+		/* The old listener may hold the same port: let it go first only
+		 * when the address is the same one (never the case here). */
+		rc = http_start(d, nc.metrics_listen, &nh, err, sizeof(err));
+		if (rc) {
+			snprintf(msg, len, "%.180s; kept the running configuration", err);
+			goto fail;
+		}
+	}
+	bool new_policy = strcmp(nc.policy, d->cfg.policy) != 0;
+	if (new_policy) {
+		rc = d->srv ? ve_coord_set_policy(ve_serve_coord(d->srv), nc.policy, err, sizeof(err))
+			    : policy_valid(&nc, err, sizeof(err));
+		if (rc) {
+			ved_http_destroy(nh);
+			snprintf(msg, len, "policy %.60s: %.150s; kept the running configuration", nc.policy,
+				 err);
+			goto fail;
+		}
+		snprintf(d->cfg.policy, sizeof(d->cfg.policy), "%s", nc.policy);
+	}
+	if (new_http) {
+		ved_http_destroy(d->http);
+		d->http = nh;
+		snprintf(d->cfg.metrics_listen, sizeof(d->cfg.metrics_listen), "%s",
+			 nc.metrics_listen);
+	}
+	d->cfg.log_level = nc.log_level;
+	ve__log_level = nc.log_level;
+	d->cfg.stats_interval_s = nc.stats_interval_s;
+	d->reloads++;
+	/* A long sentence is cut: the return value says by how much, nobody cares. */
+	if (snprintf(msg, len, "reloaded %.80s: policy %.40s%s, metrics %.48s%s%.60s%s",
+		 nc.config_path[0] ? nc.config_path : "(no file)",
+		 d->srv ? ve_coord_policy_name(ve_serve_coord(d->srv)) : d->cfg.policy,
+		 new_policy ? " (new)" : "",
+		 d->http ? ved_http_address(d->http) : "off", kept[0] ? "; needs a restart: " : "",
+		 kept, kept[0] ? " (kept as running)" : "") < 0)
+		msg[0] = 0;
+	VE_INFO("ved: %s", msg);
+	return 0;
+fail:
+	d->reload_failures++;
+	VE_WARN("ved: reload refused: %s", msg);
+	return rc ? rc : -EINVAL;
+}
+
+static void do_admin(struct ved *d, struct vconn *c, const struct ve_ctl_admin_req *q)
+{
+	struct ve_ctl_admin *m = (void *)d->msg.b;
+	memset(m, 0, sizeof(*m));
+	ve_ctl_hdr_init(&m->h, VE_CTL_ADMIN, sizeof(*m));
+	if (q->op == VE_ADMIN_RELOAD) {
+		m->status = ops_reload(d, m->msg, sizeof(m->msg));
+	} else {
+		bool drain = q->op == VE_ADMIN_DRAIN;
+		if (drain != d->draining)
+			VE_INFO("ved: %s (%u clients registered)",
+				drain ? "draining: no new client is admitted, registered ones go on"
+				      : "resumed: admitting clients again",
+				d->nregistered);
+		d->draining = drain;
+		snprintf(m->msg, sizeof(m->msg), "%s; %u clients registered",
+			 drain ? "draining" : "admitting clients", d->nregistered);
+	}
+	m->nclients = d->nregistered;
+	m->draining = d->draining;
+	/* The sentence goes to a tool: printable, zero-padded (ve_ctl_check). */
+	for (char *p = m->msg; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			*p = ' ';
+	size_t n = strlen(m->msg);
+	memset(m->msg + n, 0, sizeof(m->msg) - n);
+	if (ve_ctl_send(c->fd, m, sizeof(*m)))
+		conn_close(d, c, "admin reply failed", false);
+}
+
+/* Text in chunks (PROFILE's layout): the METRICS reply. */
+static void send_text(struct ved *d, struct vconn *c, uint16_t type, const char *text, size_t n)
+{
+	struct ve_ctl_profile *m = (void *)d->msg.b;
+	uint32_t chunk = 0;
+	size_t off = 0;
+	do {
+		uint32_t k = (uint32_t)(n - off < VE_CTL_PROFILE_CHUNK ? n - off : VE_CTL_PROFILE_CHUNK);
+		size_t len = sizeof(*m) + k;
+		ve_ctl_hdr_init(&m->h, type, (uint32_t)len);
+		m->nbytes = k;
+		m->chunk = chunk++;
+		m->total = n;
+		if (off + k == n)
+			m->h.flags = VE_CTL_F_LAST;
+		if (k)
+			memcpy(m + 1, text + off, k);
+		off += k;
+		if (send_bounded(c->fd, m, len)) {
+			conn_close(d, c, "reply failed", false);
+			return;
+		}
+	} while (off < n);
+}
+
+static void do_metrics(struct ved *d, struct vconn *c)
+{
+	char *text = NULL;
+	size_t n = 0;
+	if (metrics_text(d, &text, &n)) {
+		free(text);
+		conn_close(d, c, "metrics reply failed", false);
+		return;
+	}
+	/* Label values are the only free text, and no NUL gets into them. */
+	send_text(d, c, VE_CTL_METRICS, text, n);
+	free(text);
+}
+
+/* Keeps the events that ended at or after since (0: all), in order. */
+static uint32_t trace_since(struct ve_ctl_tev *ev, uint32_t n, uint64_t since)
+{
+	if (!since || !ev)
+		return n;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (ev[i].t1_ns >= since)
+			ev[k++] = ev[i];
+	return k;
 }
 
 static void do_status(struct ved *d, struct vconn *c)
@@ -605,9 +915,14 @@ static void do_status(struct ved *d, struct vconn *c)
 		o->age_ns = now - ci.joined_ns;
 		o->ops_per_s = v->ops_per_s;
 		memcpy(o->name, ci.name, sizeof(o->name));
+		uint32_t sms;
+		ved_metrics_client_sms(d->met, id, &o->grant_entry, &sms);
+		o->granted_sms = (uint16_t)(sms < 4096 ? sms : 4096);
 	}
 	size_t len = sizeof(*m) + m->nentries * sizeof(*e) + m->nclients * sizeof(*cl);
 	ve_ctl_hdr_init(&m->h, VE_CTL_STATUS, (uint32_t)len);
+	if (d->draining)
+		m->h.flags |= VE_CTL_F_DRAINING;
 	if (ve_ctl_send(c->fd, m, len))
 		conn_close(d, c, "status reply failed", false);
 }
@@ -630,8 +945,14 @@ static int send_bounded(int fd, const void *m, size_t len)
 static void do_trace(struct ved *d, struct vconn *c, const struct ve_ctl_trace_req *q)
 {
 	uint32_t cap = d->cfg.trace_events;
-	struct ve_ctl_tev *ev = cap ? calloc(cap, sizeof(*ev)) : NULL;
+	uint32_t nopen = cap ? VE_CTL_MAX_ENTRIES * 2 + VE_CTL_MAX_CLIENTS : 0;
+	struct ve_ctl_tev *ev = cap ? calloc(cap + nopen, sizeof(*ev)) : NULL;
 	uint32_t n = ev && d->srv ? ve_serve_trace(d->srv, ev, cap) : 0;
+	/* A full ring whose oldest event ended after since lost some. */
+	bool gap = q->since_ns && n == cap && n && ev[0].t1_ns > q->since_ns;
+	n = trace_since(ev, n, q->since_ns);
+	if (ev && d->srv)
+		n += ved_metrics_open_spans(d->met, d->srv, ev + n, nopen, ve__now_ns());
 	if (q->max_events && n > q->max_events) {
 		memmove(ev, ev + (n - q->max_events), q->max_events * sizeof(*ev));
 		n = q->max_events;
@@ -647,6 +968,8 @@ static void do_trace(struct ved *d, struct vconn *c, const struct ve_ctl_trace_r
 		m->total = n;
 		if (off + k == n)
 			m->h.flags = VE_CTL_F_LAST;
+		if (gap)
+			m->h.flags |= VE_CTL_F_GAP;
 		if (k)
 			memcpy(m + 1, ev + off, k * sizeof(*ev));
 		off += k;
@@ -740,6 +1063,12 @@ static void on_conn(struct ved *d, struct vconn *c, uint32_t events)
 			do_status(d, c);
 		} else if (h->type == VE_CTL_PROFILE_REQ) {
 			do_profile(d, c);
+		} else if (h->type == VE_CTL_METRICS_REQ) {
+			do_metrics(d, c);
+		} else if (h->type == VE_CTL_ADMIN_REQ) {
+			struct ve_ctl_admin_req q;
+			memcpy(&q, d->msg.b, sizeof(q));
+			do_admin(d, c, &q);
 		} else {
 			struct ve_ctl_trace_req q;
 			memcpy(&q, d->msg.b, sizeof(q));
@@ -843,6 +1172,7 @@ static bool any_queued(struct ved *d)
 
 static void periodic(struct ved *d, uint64_t now)
 {
+	ops_tick(d, now);
 	if (now >= d->next_beat) {
 		for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
 			if (d->by_id[id])
@@ -923,13 +1253,19 @@ static int handle_events(struct ved *d, int timeout_ms)
 		if (kind == TAG_LISTEN) {
 			on_accept(d);
 		} else if (kind == TAG_SIGNAL) {
-			struct signalfd_siginfo si;
-			if (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
+			struct signalfd_siginfo si = {0};
+			if (read(d->sigfd, &si, sizeof(si)) == sizeof(si) &&
+			    si.ssi_signo == SIGHUP) {
+				char msg[VE_CTL_TEXT_MAX];
+				ops_reload(d, msg, sizeof(msg));
+			} else if (si.ssi_signo) {
 				VE_INFO("ved: %s: shutting down", strsignal((int)si.ssi_signo));
 				stop = 1;
 			}
 		} else if (kind == TAG_CONN && idx < MAX_CONNS && d->conn[idx].used) {
 			on_conn(d, &d->conn[idx], ev[i].events);
+		} else if (kind == TAG_HTTP) {
+			ved_http_event(d->http, idx, ev[i].events, ve__now_ns());
 		} else if (kind == TAG_BELL && idx < MAX_CONNS && d->conn[idx].registered) {
 			uint64_t v;
 			ssize_t r = read(d->conn[idx].efd, &v, sizeof(v));
@@ -1145,7 +1481,8 @@ static void usage(FILE *f)
 		"                      ved-<device>.sock, else /tmp/vitamin-e-<uid>/...)\n"
 		"  -d, --device N      CUDA device served\n"
 		"      --check-config  validate the configuration and exit\n"
-		"  -h, --help\n",
+		"      --version       release, commit, CUDA headers, driver found\n"
+		"  -h, --help          this text\n",
 		VED_DEFAULT_CONFIG);
 	ved_config_usage(f);
 }
@@ -1159,7 +1496,8 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 	    {"config", required_argument, 0, 'c'}, {"socket", required_argument, 0, 's'},
 	    {"device", required_argument, 0, 'd'}, {"check-config", no_argument, 0, 'C'},
-	    {"help", no_argument, 0, 'h'},	   {0, 0, 0, 0}};
+	    {"help", no_argument, 0, 'h'},	   {"version", no_argument, 0, 'V'},
+	    {0, 0, 0, 0}};
 	int o;
 	while ((o = getopt_long(argc, argv, "c:s:d:h", opts, NULL)) != -1) {
 		switch (o) {
@@ -1184,6 +1522,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			ve_version_print(stdout, "ved");
 			return 0;
 		default:
 			usage(stderr);
@@ -1245,6 +1586,10 @@ int main(int argc, char **argv)
 		cleanup_files(d);
 		return 1;
 	}
+	if (ops_start(d, &ov)) {
+		cleanup_files(d);
+		return 2;
+	}
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag(TAG_LISTEN, 0)};
 	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->lfd, &ev);
 	ev.data.u64 = tag(TAG_SIGNAL, 0);
@@ -1269,6 +1614,8 @@ int main(int argc, char **argv)
 	if (d->srv)
 		shutdown_clients(d);
 	cleanup_files(d);
+	ved_http_destroy(d->http);
+	ved_metrics_destroy(d->met);
 	ve_serve_destroy(d->srv);
 	VE_INFO("ved: stopped");
 	return 0;

@@ -36,7 +36,8 @@ struct ved_config {
 	uint32_t stats_interval_s;
 	uint32_t trace_events;
 	bool check;
-	char config_path[512]; /* where the file came from, "" if none */
+	char metrics_listen[80]; /* "" = no metrics endpoint (docs/operations.md) */
+	char config_path[512];	 /* where the file came from, "" if none */
 };
 
 /* Defaults, then the file (--config PATH, or VED_DEFAULT_CONFIG if it exists),
