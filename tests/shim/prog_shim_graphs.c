@@ -454,11 +454,97 @@ static void t_mt_capture(void)
 	CK(cuMemFree(wp));
 }
 
+/* The shape of a multi-threaded library workload (cuSPARSE under PyTorch): threads each
+ * on their own non-blocking stream, kernels mixed with calls that make the caller wait
+ * (pageable copies, stream-ordered frees, syncs of the legacy stream, stream syncs),
+ * while another thread captures and replays graphs in global mode. Nothing may wait
+ * forever: no host wait may need an op of another thread that cannot bind meanwhile. */
+enum { MIX_THREADS = 3, MIX_ITERS = 150 };
+
+static void *mix_main(void *arg)
+{
+	CUdeviceptr p = *(CUdeviceptr *)arg;
+	CK(cuCtxSetCurrent(pctx));
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	pthread_barrier_wait(&mt_bar);
+	uint32_t host = 0;
+	for (int k = 0; k < MIX_ITERS; k++) {
+		add(s, p, 1, 1);
+		switch (k % 5) {
+		case 0:
+			CK(cuMemcpyDtoHAsync(&host, p, 4, s)); /* pageable: the caller waits */
+			CHECKF(host == (uint32_t)k + 1, "pageable copy saw %u, want %u", host, k + 1);
+			break;
+		case 1: {
+			CUdeviceptr t = 0;
+			CK(cuMemAllocAsync(&t, 256, s));
+			CK(cuMemsetD32Async(t, 1, 64, s));
+			CK(cuMemFreeAsync(t, s));
+			break;
+		}
+		case 2:
+			CK(cuMemcpyHtoD(p + 8, &host, 4)); /* legacy stream, pageable source */
+			break;
+		case 3:
+			CK(cuStreamSynchronize(s));
+			break;
+		default:
+			CK(cuStreamQuery(s) == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : cuStreamQuery(s));
+			break;
+		}
+	}
+	CK(cuCtxSynchronize());
+	CHECKF(read_u32(p) == MIX_ITERS, "thread work: %u want %u", read_u32(p), MIX_ITERS);
+	CK(cuStreamDestroy(s));
+	return NULL;
+}
+
+static void t_mt_mixed(void)
+{
+	pthread_t th[MIX_THREADS];
+	CUdeviceptr p[MIX_THREADS];
+	pthread_barrier_init(&mt_bar, NULL, MIX_THREADS + 1);
+	for (int i = 0; i < MIX_THREADS; i++) {
+		p[i] = dalloc(64);
+		pthread_create(&th[i], NULL, mix_main, &p[i]);
+	}
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUdeviceptr v = dalloc(64);
+	pthread_barrier_wait(&mt_bar);
+	uint32_t model = 0;
+	for (int r = 0; r < 5; r++) {
+		CUgraph g = NULL;
+		CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+		muladd(s, v, 1, 3, (uint32_t)r);
+		CK(cuStreamEndCapture(s, &g));
+		CUgraphExec x;
+		CK(cuGraphInstantiateWithFlags(&x, g, 0));
+		for (int k = 0; k < 4; k++) {
+			CK(cuGraphLaunch(x, s));
+			model = model * 3 + (uint32_t)r;
+		}
+		CK(cuStreamSynchronize(s));
+		CK(cuGraphExecDestroy(x));
+		CK(cuGraphDestroy(g));
+	}
+	for (int i = 0; i < MIX_THREADS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&mt_bar);
+	CHECKF(read_u32(v) == model, "graphs during threads: %u want %u", read_u32(v), model);
+	for (int i = 0; i < MIX_THREADS; i++)
+		CK(cuMemFree(p[i]));
+	CK(cuMemFree(v));
+	CK(cuStreamDestroy(s));
+}
+
 static const struct prog_test tests[] = {
     {"cond_while", t_cond_while},     {"cond_if", t_cond_if},
     {"child_graph", t_child_graph},   {"exec_order", t_exec_order},
     {"concurrent_replay", t_concurrent_replay}, {"exec_update", t_exec_update},
     {"event_node", t_event_node},     {"mt_capture", t_mt_capture},
+    {"mt_mixed", t_mt_mixed},
 };
 
 int main(int argc, char **argv)
