@@ -302,6 +302,7 @@ static void init_locked(void)
 	}
 	atexit(shim_atexit);
 	atomic_store_explicit(&S->state, VE_SHIM_ACTIVE, memory_order_release);
+	ve__watchdog_start();
 }
 
 bool ve__shim_hooking(void)

@@ -199,6 +199,9 @@ CUresult ve__gexec_destroy(CUgraphExec x);
  * previous one. *barrier: the caller must use the ordered pass-through. */
 int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool *barrier);
 
+/* VE_WATCHDOG_MS (watchdog.c): started once the shim is active. */
+void ve__watchdog_start(void);
+
 /* Deferred real destruction of events whose pending records still use them. */
 void ve__defer_event_destroy(CUevent e, ve_tok pending);
 
