@@ -26,7 +26,9 @@
  *           with events: runs as natively, no confinement, no host wait.
  *           auto uses it for graphs the driver may not confine or run in a
  *           green context: conditional nodes (their ctx must be the one of
- *           the handle and of every body kernel), device-launchable graphs.
+ *           the handle and of every body kernel), device-launchable graphs,
+ *           and every graph once the app has a device-launchable one (any
+ *           graph's kernel may launch it).
  *   barrier the old ordered pass-through: the caller waits for the stream's
  *           logical work, the driver launches on the app's stream.
  *
@@ -63,6 +65,7 @@ static struct gslot gmap[GMAP_CAP];
 static uint32_t gmap_n;
 static pthread_mutex_t gmap_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t next_salt = 1;
+static _Atomic int devlaunch_seen; /* a device-launchable exec was instantiated */
 
 /* Real destroys waiting for the last launch of their exec. */
 struct gdeferred {
@@ -234,6 +237,8 @@ void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh)
 {
 	if (!x || !ve__shim_is_active())
 		return;
+	if (sh->flags & VE_G_DEVLAUNCH)
+		atomic_store_explicit(&devlaunch_seen, 1, memory_order_relaxed);
 	pthread_mutex_lock(&gmap_lock);
 	struct gslot *s = gfind((uintptr_t)x, true);
 	if (s) {
@@ -438,6 +443,11 @@ uint32_t ve__graph_placement(const struct ve_gshape *sh)
 	case VE_GRAPHS_BARRIER:
 		return VE_GP_BARRIER;
 	default:
+		/* A kernel of any graph may launch a device graph, which may need the
+		 * context it was uploaded in: once the app has one, every graph runs
+		 * where it would natively. */
+		if (atomic_load_explicit(&devlaunch_seen, memory_order_relaxed))
+			return VE_GP_STREAM;
 		return (sh->flags & (VE_G_COND | VE_G_DEVLAUNCH)) ? VE_GP_STREAM : VE_GP_POOL;
 	}
 }
