@@ -494,9 +494,13 @@ int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool
 	d.payload_len = sizeof(g);
 	if (!upload) {
 		d.flags = VE_DESC_CALL_COMPUTE;
-		/* Unknown: as wide as the GPU, so the default model lets it scale. */
-		d.u.call.blocks = sh->blocks ? sh->blocks : (uint64_t)total * 8;
-		d.u.call.threads = sh->threads ? sh->threads : 256;
+		/* A graph is many kernels: its widest node says little about how it
+		 * scales. Until T(graph, m) is measured (the profile key is the exec),
+		 * it is sized as one wave over the whole GPU, so the default model
+		 * lets it scale to all SMs when nothing else runs. */
+		d.u.call.blocks = (uint64_t)total * 8;
+		d.u.call.threads = 256;
+		d.u.call.blocks_per_sm = 8;
 		uint32_t m = sh->min_sms;
 		if (g.placement != VE_GP_POOL || m > total)
 			m = total; /* the whole GPU (clusters, unknown occupancy, stream placement) */
