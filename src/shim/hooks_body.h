@@ -213,8 +213,9 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 	if (t.capturing || (known && ei.capture)) {
 		/* Waiting on an event recorded inside a capture joins this stream
 		 * to the capture: from here on its work is recorded, not run. */
-		if (known && ei.capture && s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD)
-			ve__smap_set_capture(s, ei.capture);
+		if (known && ei.capture && !t.capturing && s && s != CU_STREAM_LEGACY &&
+		    s != CU_STREAM_PER_THREAD)
+			ve__smap_set_capture(s, ei.capture); /* a stream already in a capture keeps its group */
 		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
 	}
 	if (!t.virt) {
