@@ -155,8 +155,13 @@ void ve_runtime_destroy(struct ve_runtime *rt)
 {
 	if (!rt)
 		return;
-	ve_dispatcher_destroy(rt->d); /* stops its thread first */
-	ve_link_destroy(&rt->link);   /* BYE to ved; NULL when embedded */
+	/* The dispatcher's thread uses the link, and the link's helper thread
+	 * notifies the dispatcher: stop the first, then end the link (which
+	 * joins its helper), then free the dispatcher. */
+	if (rt->d)
+		ve_dispatcher_stop(rt->d);
+	ve_link_destroy(&rt->link); /* BYE to ved; NULL when embedded */
+	ve_dispatcher_destroy(rt->d);
 	ve_trace_destroy(rt->trace);
 	free(rt);
 }

@@ -381,6 +381,7 @@ static CUresult end_capture(CUstream hs, CUgraph *out, int ptds)
 	cap->graph = NULL;
 	pthread_mutex_unlock(&cap->mu);
 	int invalid = atomic_load(&cap->invalidated);
+	int to_graph = cap->to_graph; /* cap may be freed below */
 	pthread_mutex_lock(&caps_mu);
 	capture_retire_locked(cap);
 	pthread_mutex_unlock(&caps_mu);
@@ -391,12 +392,12 @@ static CUresult end_capture(CUstream hs, CUgraph *out, int ptds)
 		}
 	pthread_mutex_unlock(&c->mu);
 	if (invalid) {
-		if (!cap->to_graph)
+		if (!to_graph)
 			graph_free(g);
 		*out = NULL;
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	}
-	if (!cap->to_graph)
+	if (!to_graph)
 		fakecuda__registry_add(g, FC_T_GRAPH);
 	*out = (CUgraph)g;
 	return CUDA_SUCCESS;
@@ -743,8 +744,18 @@ void fakecuda__graph_teardown(void)
 		fakecuda__gexec_unref(v[i]);
 	free(v);
 	n = fakecuda__registry_take(FC_T_GRAPH, &v);
+	/* Bodies and child graphs of nodes are registered too (the app may
+	 * capture into them): they go with their node's graph. */
+	size_t top = 0;
 	for (size_t i = 0; i < n; i++)
+		if (!((struct fc_graph *)v[i])->owned_by_node)
+			v[top++] = v[i];
+	for (size_t i = 0; i < top; i++)
 		graph_free(v[i]);
+	free(v);
+	n = fakecuda__registry_take(FC_T_COND, &v);
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
 	free(v);
 }
 
