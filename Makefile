@@ -145,11 +145,17 @@ endif
 # (tests/public_headers.sh). Each runs through a wrapper in the build's test
 # folder, so the runner counts it like any test binary.
 TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers \
-	$(BUILD)/tests/test_install $(BUILD)/tests/test_ved_ops $(BUILD)/tests/test_deploy)
+	$(BUILD)/tests/test_install $(BUILD)/tests/test_ved_ops $(BUILD)/tests/test_deploy \
+	$(BUILD)/tests/test_cuda_api)
 
 $(BUILD)/tests/test_layering: tests/layering.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec "%s/tests/layering.sh"\n' "$(CURDIR)" >$@ && chmod +x $@
+
+# Every stream- or graph-taking function of cuda.h classified (tools/cuda_api_table.py).
+$(BUILD)/tests/test_cuda_api: tests/cuda_api.sh $(SHIM_LIB)
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/cuda_api.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(CURDIR)/$(BUILD)" >$@ && chmod +x $@
 
 $(BUILD)/tests/test_public_headers: tests/public_headers.sh
 	@mkdir -p $(dir $@)

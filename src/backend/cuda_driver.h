@@ -121,7 +121,46 @@
 	X(cuMemsetD2D8Async)                                                                       \
 	X(cuMemsetD2D16Async)                                                                      \
 	X(cuMemsetD2D32Async)                                                                      \
-	X(cuGraphLaunch)
+	X(cuGraphLaunch)                                                                           \
+	X(cuGraphUpload)                                                                           \
+	X(cuStreamBeginCaptureToGraph)                                                             \
+	X(cuStreamGetCaptureInfo)                                                                  \
+	X(cuGraphInstantiateWithFlags)                                                             \
+	X(cuGraphInstantiateWithParams)                                                            \
+	X(cuGraphExecDestroy)                                                                      \
+	X(cuGraphExecGetFlags)                                                                     \
+	X(cuGraphExecUpdate)                                                                       \
+	X(cuGraphExecKernelNodeSetParams)                                                          \
+	X(cuGraphExecMemcpyNodeSetParams)                                                          \
+	X(cuGraphExecMemsetNodeSetParams)                                                          \
+	X(cuGraphExecHostNodeSetParams)                                                            \
+	X(cuGraphExecChildGraphNodeSetParams)                                                      \
+	X(cuGraphExecEventRecordNodeSetEvent)                                                      \
+	X(cuGraphExecEventWaitNodeSetEvent)                                                        \
+	X(cuGraphExecExternalSemaphoresSignalNodeSetParams)                                        \
+	X(cuGraphExecExternalSemaphoresWaitNodeSetParams)                                          \
+	X(cuGraphExecBatchMemOpNodeSetParams)                                                      \
+	X(cuGraphExecNodeSetParams)                                                                \
+	X(cuGraphNodeSetEnabled)                                                                   \
+	X(cuGraphGetNodes)                                                                         \
+	X(cuGraphNodeGetType)                                                                      \
+	X(cuGraphKernelNodeGetParams)                                                              \
+	X(cuGraphKernelNodeGetAttribute)                                                           \
+	X(cuGraphChildGraphNodeGetGraph)                                                           \
+	X(cuStreamBatchMemOp)                                                                      \
+	X(cuMemcpyAtoHAsync)                                                                       \
+	X(cuMemcpyHtoAAsync)                                                                       \
+	X(cuMemcpy3DPeerAsync)                                                                     \
+	X(cuMemcpy3DBatchAsync)                                                                    \
+	X(cuSignalExternalSemaphoresAsync)                                                         \
+	X(cuWaitExternalSemaphoresAsync)                                                           \
+	X(cuGraphicsMapResources)                                                                  \
+	X(cuGraphicsUnmapResources)                                                                \
+	X(cuStreamAttachMemAsync)                                                                  \
+	X(cuMemMapArrayAsync)                                                                      \
+	X(cuMemBatchDecompressAsync)                                                               \
+	X(cuMemDiscardBatchAsync)                                                                  \
+	X(cuMemDiscardAndPrefetchBatchAsync)
 
 struct ve_real_table {
 #define VE_REAL_FIELD(n) __typeof__(&n) n;

@@ -25,7 +25,10 @@ uint64_t ve_desc_key(const struct ve_desc *d)
 		h = ve__hash_combine(h, d->u.ms.width * d->u.ms.height * d->u.ms.elem_size);
 		break;
 	case VE_OP_CALL:
+		/* A graph launch: T(graph, m) is kept per executable graph. */
 		h = ve__hash_combine(h, d->u.call.handle);
+		if (d->u.call.salt)
+			h = ve__hash_combine(h, d->u.call.salt);
 		break;
 	default:
 		break;

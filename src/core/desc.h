@@ -113,6 +113,15 @@ struct ve_call_desc {
 	/* Runs on the lane's backend stream: fn(lane_stream, payload, payload_len). */
 	int (*fn)(uint64_t lane_stream, const void *payload, uint32_t len);
 	uint64_t handle; /* e.g. the graph exec handle for traces */
+	/* With VE_DESC_CALL_COMPUTE (a graph launch): the shape policies size it
+	 * by, as a kernel's. blocks/threads: its widest kernel node (0 = unknown);
+	 * min_sms: smallest entry that runs every node unchanged (0 = any). */
+	uint64_t blocks;
+	uint32_t threads;
+	uint32_t min_sms;
+	uint32_t blocks_per_sm;
+	uint32_t pad;
+	uint64_t salt; /* part of the profile key besides handle (an instantiation number) */
 };
 
 struct ve_desc {
@@ -159,8 +168,17 @@ static inline enum ve_op_class ve_desc_class(const struct ve_desc *d)
 	}
 }
 
+static inline int ve_desc_is_compute_call(const struct ve_desc *d)
+{
+	return d->kind == VE_OP_CALL && (d->flags & VE_DESC_CALL_COMPUTE) &&
+	       !(d->flags & VE_DESC_HOST_POLL);
+}
+
+/* Blocks of a kernel; of a compute call, its widest kernel's (0 = unknown). */
 static inline uint64_t ve_desc_blocks(const struct ve_desc *d)
 {
+	if (ve_desc_is_compute_call(d))
+		return d->u.call.blocks;
 	if (d->kind != VE_OP_KERNEL)
 		return 0;
 	return (uint64_t)d->u.k.grid.x * d->u.k.grid.y * d->u.k.grid.z;
@@ -168,9 +186,26 @@ static inline uint64_t ve_desc_blocks(const struct ve_desc *d)
 
 static inline uint32_t ve_desc_threads(const struct ve_desc *d)
 {
+	if (ve_desc_is_compute_call(d))
+		return d->u.call.threads;
 	if (d->kind != VE_OP_KERNEL)
 		return 0;
 	return d->u.k.block.x * d->u.k.block.y * d->u.k.block.z;
+}
+
+/* The smallest entry (SMs) that can run a compute op unchanged; 0 = any. */
+static inline uint32_t ve_desc_min_sms(const struct ve_desc *d)
+{
+	if (ve_desc_is_compute_call(d))
+		return d->u.call.min_sms;
+	return d->kind == VE_OP_KERNEL ? d->u.k.min_sms : 0;
+}
+
+static inline uint32_t ve_desc_blocks_per_sm(const struct ve_desc *d)
+{
+	if (ve_desc_is_compute_call(d))
+		return d->u.call.blocks_per_sm;
+	return d->kind == VE_OP_KERNEL ? d->u.k.blocks_per_sm : 0;
 }
 
 /* Stable profile key of a launch configuration: (function, grid, block, smem).

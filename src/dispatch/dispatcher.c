@@ -591,11 +591,11 @@ static void ready_op_from(struct ve_ready_op *o, const struct ve_ready_info *ri,
 	o->stream = ri->stream_idx;
 	o->priority = ri->priority;
 	o->kind = desc->kind;
-	if (desc->kind == VE_OP_KERNEL) {
+	if (ve_desc_class(desc) == VE_CLASS_COMPUTE) { /* a kernel, or a graph launch */
 		o->blocks = ve_desc_blocks(desc);
 		o->threads = ve_desc_threads(desc);
-		o->min_sms = desc->u.k.min_sms;
-		o->blocks_per_sm = desc->u.k.blocks_per_sm;
+		o->min_sms = ve_desc_min_sms(desc);
+		o->blocks_per_sm = ve_desc_blocks_per_sm(desc);
 	}
 	if ((cflags & VE_READY_LATENCY) || (desc->flags & VE_DESC_LATENCY))
 		o->flags |= VE_READY_LATENCY;
@@ -611,7 +611,7 @@ static uint32_t sm_demand(const struct ve_dispatcher *d, const struct ve_desc *d
 {
 	uint32_t total = d->pool->e[d->pool->root].sms;
 	uint64_t blocks = ve_desc_blocks(desc);
-	uint32_t bps = desc->u.k.blocks_per_sm;
+	uint32_t bps = ve_desc_blocks_per_sm(desc);
 	if (!bps) {
 		uint32_t t = ve_desc_threads(desc);
 		bps = t ? 2048 / t : 32;
@@ -658,9 +658,10 @@ static int bind_local(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t 
 	if (!desc)
 		return 0; /* gone (detached vctx): nothing to run */
 	uint16_t e = g->entry;
-	if (e == VE_POOL_NONE || d->pool->e[e].sms < desc->u.k.min_sms) {
-		if (desc->u.k.min_sms > g->min_sms)
-			g->min_sms = desc->u.k.min_sms;
+	uint32_t min_sms = ve_desc_min_sms(desc);
+	if (e == VE_POOL_NONE || d->pool->e[e].sms < min_sms) {
+		if (min_sms > g->min_sms)
+			g->min_sms = min_sms;
 		if ((desc->flags & VE_DESC_LATENCY) && desc->deadline_ns &&
 		    (!g->deadline_ns || desc->deadline_ns < g->deadline_ns))
 			g->deadline_ns = desc->deadline_ns;
@@ -995,7 +996,7 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 	const struct ve_desc *desc = ve_vctx_desc(cs->v, pi->tok);
 	if (!desc)
 		return -1;
-	if (compute && desc->u.k.min_sms > d->pool->e[entry].sms)
+	if (compute && ve_desc_min_sms(desc) > d->pool->e[entry].sms)
 		return -1;
 	uint32_t li = lane_index(d, pi->lane);
 	if (d->grant_mode) {

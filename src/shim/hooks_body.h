@@ -41,8 +41,6 @@
 #define VE_S(x) VE_S2(x)
 #define VE_S2(x) #x
 
-extern _Thread_local uint64_t ve__deadline_ns;
-
 static inline struct ve_vctx *V(void)
 {
 	return ve__shim.v;
@@ -203,14 +201,21 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	struct ve_event_info ei;
 	bool known = ve__shim_is_active() && ve__emap_get(e, &ei) == 0;
+	if (known && ei.graph && !ei.capture && !t.capturing) {
+		/* Recorded by a graph's event node: the driver's event holds the
+		 * truth once every graph launch made so far reached it. */
+		ve__gexec_quiesce_all();
+		known = false;
+	}
 	if (known && ei.capture && !t.virt && !t.capturing && s && s != CU_STREAM_LEGACY &&
 	    s != CU_STREAM_PER_THREAD)
 		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
 	if (t.capturing || (known && ei.capture)) {
 		/* Waiting on an event recorded inside a capture joins this stream
 		 * to the capture: from here on its work is recorded, not run. */
-		if (known && ei.capture && s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD)
-			ve__smap_set_capture(s, ei.capture);
+		if (known && ei.capture && !t.capturing && s && s != CU_STREAM_LEGACY &&
+		    s != CU_STREAM_PER_THREAD)
+			ve__smap_set_capture(s, ei.capture); /* a stream already in a capture keeps its group */
 		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
 	}
 	if (!t.virt) {
@@ -269,26 +274,49 @@ CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *userData, un
 
 static _Atomic uint32_t next_capture_group = 1;
 
+/* Captured work is recorded by the driver, not run: from here to the end of
+ * capture the stream passes through (and so does every stream joined to the
+ * capture through its events). No host wait: nothing captured runs now, and
+ * a capture cannot depend on work recorded outside it (the driver refuses
+ * such waits), so the logical work before it needs no barrier. */
+static void capture_begun(CUstream s)
+{
+	uint32_t g = atomic_fetch_add(&next_capture_group, 1);
+	if (s == CU_STREAM_PER_THREAD || (s == NULL && VE_PTSZ))
+		ve__ptds_capture_set(g);
+	else
+		ve__smap_set_capture(s, g);
+	ve__notice_once(VE_NOTE_CAPTURE, "stream capture passes through to the driver; graph "
+					 "launches are bound to the pool like kernels");
+}
+
+/* A legacy-stream handle: the driver refuses to capture it. */
+static bool capture_legacy(CUstream s)
+{
+	return s == CU_STREAM_LEGACY || (s == NULL && !VE_PTSZ);
+}
+
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 {
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
-	if (!t.virt || s == NULL || s == CU_STREAM_LEGACY)
-		return VE_REAL(cuStreamBeginCapture)(s, mode); /* the driver refuses legacy capture */
-	/* Captured work is recorded by the driver, not run: the stream passes
-	 * through from here to the end of capture, after its logical work. */
-	CUresult r = ve__barrier_begin(&t);
-	if (r == CUDA_SUCCESS)
-		r = VE_REAL(cuStreamBeginCapture)(s, mode);
-	if (r == CUDA_SUCCESS) {
-		uint32_t g = atomic_fetch_add(&next_capture_group, 1);
-		if (s == CU_STREAM_PER_THREAD)
-			ve__ptds_capture_set(g);
-		else
-			ve__smap_set_capture(s, g);
-		ve__notice_once(VE_NOTE_CAPTURE, "stream capture passes through to the driver; "
-						 "graph launches run outside the pool, in order");
-	}
+	CUresult r = VE_REAL(cuStreamBeginCapture)(s, mode);
+	if (r == CUDA_SUCCESS && t.virt && !capture_legacy(s))
+		capture_begun(s);
+	return r;
+}
+
+/* Capture into an existing graph (a conditional node's body, say): the same
+ * pass-through as cuStreamBeginCapture. */
+CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+				     const CUgraphEdgeData *edges, size_t ndeps,
+				     CUstreamCaptureMode mode)
+{
+	struct ve_target t;
+	ve__resolve_stream(s, VE_PTSZ, &t);
+	CUresult r = VE_REAL(cuStreamBeginCaptureToGraph)(s, g, deps, edges, ndeps, mode);
+	if (r == CUDA_SUCCESS && t.virt && !capture_legacy(s))
+		capture_begun(s);
 	return r;
 }
 
@@ -302,24 +330,196 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 	uint32_t group = ptds ? ve__ptds_capture()
 			 : (s && ve__smap_get(s, &si) == 0) ? si.capture
 							    : 0;
-	if (group) {
+	/* Ends whatever the driver said: an invalidated capture ends too. */
+	if (group && r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED &&
+	    r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
 		ve__smap_end_capture(group);
+		ve__emap_end_capture(group);
 		if (ve__ptds_capture() == group)
 			ve__ptds_capture_set(0);
 	}
 	return r;
 }
 
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
+/* The ordered pass-through of old: the exec's map is full, or VE_GRAPHS=barrier. */
+static CUresult graph_barrier(CUgraphExec exec, CUstream s, const struct ve_target *t, bool upload)
+{
+	ve__notice_once(VE_NOTE_GRAPH, "a CUDA graph launch runs as an ordered pass-through on "
+				       "the app's stream (full GPU, not pooled)");
+	BARRIER_CALL(t, upload ? VE_REAL(cuGraphUpload)(exec, s) : VE_REAL(cuGraphLaunch)(exec, s));
+}
+
+static CUresult graph_op(CUgraphExec exec, CUstream s, bool upload)
 {
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
-	if (!t.virt)
-		return VE_REAL(cuGraphLaunch)(exec, s);
-	ve__notice_once(VE_NOTE_GRAPH, "CUDA graph launches run as ordered pass-through on the "
-				       "app's stream (full GPU, not pooled)");
-	BARRIER_CALL(&t, VE_REAL(cuGraphLaunch)(exec, s));
+	if (!t.virt) /* captured (a child graph node), or a stream the vctx does not see */
+		return upload ? VE_REAL(cuGraphUpload)(exec, s) : VE_REAL(cuGraphLaunch)(exec, s);
+	if (!exec)
+		return CUDA_ERROR_INVALID_VALUE;
+	bool barrier = false;
+	int rc = ve__gexec_submit(exec, &t, upload, &barrier);
+	if (barrier)
+		return graph_barrier(exec, s, &t, upload);
+	return ve__cu_error(rc);
 }
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+	return graph_op(exec, s, false);
+}
+
+CUresult cuGraphUpload(CUgraphExec exec, CUstream s)
+{
+	return graph_op(exec, s, true);
+}
+
+static CUresult instantiated(CUresult r, CUgraphExec *ph, CUgraph g, unsigned long long flags)
+{
+	if (r == CUDA_SUCCESS && ph && *ph && ve__shim_active()) {
+		struct ve_gshape sh;
+		ve__graph_shape(g, flags, &sh);
+		ve__gexec_put(*ph, &sh);
+	}
+	return r;
+}
+
+/* The upload stream, if any, is used as given: a new exec has no launches
+ * to order against, and uploading changes no result. */
+CUresult cuGraphInstantiateWithParams(CUgraphExec *ph, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	CUresult r = VE_REAL(cuGraphInstantiateWithParams)(ph, g, p);
+	return instantiated(r, ph, g, p ? p->flags : 0);
+}
+
+#if !VE_PTSZ
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *ph, CUgraph g, unsigned long long flags)
+{
+	return instantiated(VE_REAL0(cuGraphInstantiateWithFlags)(ph, g, flags), ph, g, flags);
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec)
+{
+	return ve__gexec_destroy(exec);
+}
+
+CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+	ve__gexec_quiesce(exec);
+	CUresult r = VE_REAL0(cuGraphExecUpdate)(exec, g, info);
+	if (r == CUDA_SUCCESS && ve__shim_is_active()) {
+		struct ve_gshape sh;
+		ve__graph_shape(g, 0, &sh);
+		ve__gexec_reshape(exec, &sh, true);
+	}
+	return r;
+}
+
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode n,
+					const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	ve__gexec_quiesce(exec);
+	CUresult r = VE_REAL0(cuGraphExecKernelNodeSetParams)(exec, n, p);
+	if (r == CUDA_SUCCESS && p && ve__shim_is_active()) {
+		struct ve_gshape sh = {.blocks = (uint64_t)p->gridDimX * p->gridDimY * p->gridDimZ,
+				       .threads = p->blockDimX * p->blockDimY * p->blockDimZ};
+		ve__gexec_reshape(exec, &sh, false);
+	}
+	return r;
+}
+
+/* Changes to an exec apply to "future launches": launches the vctx has not
+ * handed to the driver yet must not see them, so they finish first. */
+#define EXEC_SETTER(name, params, args)                                                            \
+	CUresult name params                                                                       \
+	{                                                                                          \
+		ve__gexec_quiesce(exec);                                                           \
+		return VE_REAL_T(name, VE_REAL_ID_##name) args;                                    \
+	}
+EXEC_SETTER(cuGraphExecMemcpyNodeSetParams,
+	    (CUgraphExec exec, CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext ctx),
+	    (exec, n, p, ctx))
+EXEC_SETTER(cuGraphExecMemsetNodeSetParams,
+	    (CUgraphExec exec, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx),
+	    (exec, n, p, ctx))
+EXEC_SETTER(cuGraphExecHostNodeSetParams,
+	    (CUgraphExec exec, CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p), (exec, n, p))
+EXEC_SETTER(cuGraphExecChildGraphNodeSetParams, (CUgraphExec exec, CUgraphNode n, CUgraph child),
+	    (exec, n, child))
+EXEC_SETTER(cuGraphExecEventRecordNodeSetEvent, (CUgraphExec exec, CUgraphNode n, CUevent e),
+	    (exec, n, e))
+EXEC_SETTER(cuGraphExecEventWaitNodeSetEvent, (CUgraphExec exec, CUgraphNode n, CUevent e),
+	    (exec, n, e))
+EXEC_SETTER(cuGraphExecExternalSemaphoresSignalNodeSetParams,
+	    (CUgraphExec exec, CUgraphNode n, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *p),
+	    (exec, n, p))
+EXEC_SETTER(cuGraphExecExternalSemaphoresWaitNodeSetParams,
+	    (CUgraphExec exec, CUgraphNode n, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *p),
+	    (exec, n, p))
+EXEC_SETTER(cuGraphExecBatchMemOpNodeSetParams,
+	    (CUgraphExec exec, CUgraphNode n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p),
+	    (exec, n, p))
+EXEC_SETTER(cuGraphExecNodeSetParams, (CUgraphExec exec, CUgraphNode n, CUgraphNodeParams *p),
+	    (exec, n, p))
+EXEC_SETTER(cuGraphNodeSetEnabled, (CUgraphExec exec, CUgraphNode n, unsigned int on),
+	    (exec, n, on))
+#endif
+
+/* ------------------------------------------------------------------ other stream work */
+
+/* Stream-ordered calls the vctx has no operation for (array copies, batched
+ * and peer 3D copies, external semaphores, graphics interop, managed-memory
+ * attach, sparse mapping, decompression, discards, batch memory ops): the
+ * ordered pass-through, so they still run after the stream's logical work
+ * and before its later work. */
+#define BARRIER_HOOK(name, sarg, params, args)                                                     \
+	CUresult name params                                                                       \
+	{                                                                                          \
+		struct ve_target t;                                                                \
+		ve__resolve_stream(sarg, VE_PTSZ, &t);                                             \
+		if (!t.virt)                                                                       \
+			return VE_REAL_T(name, VE_REAL_ID_##name) args;                            \
+		BARRIER_CALL(&t, VE_REAL_T(name, VE_REAL_ID_##name) args);                         \
+	}
+BARRIER_HOOK(cuStreamBatchMemOp, s,
+	     (CUstream s, unsigned int n, CUstreamBatchMemOpParams *p, unsigned int flags),
+	     (s, n, p, flags))
+BARRIER_HOOK(cuMemcpyAtoHAsync, s,
+	     (void *dst, CUarray src, size_t off, size_t bytes, CUstream s),
+	     (dst, src, off, bytes, s))
+BARRIER_HOOK(cuMemcpyHtoAAsync, s,
+	     (CUarray dst, size_t off, const void *src, size_t bytes, CUstream s),
+	     (dst, off, src, bytes, s))
+BARRIER_HOOK(cuMemcpy3DPeerAsync, s, (const CUDA_MEMCPY3D_PEER *p, CUstream s), (p, s))
+BARRIER_HOOK(cuMemcpy3DBatchAsync, s,
+	     (size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream s),
+	     (n, ops, flags, s))
+BARRIER_HOOK(cuSignalExternalSemaphoresAsync, s,
+	     (const CUexternalSemaphore *sems, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *p,
+	      unsigned int n, CUstream s),
+	     (sems, p, n, s))
+BARRIER_HOOK(cuWaitExternalSemaphoresAsync, s,
+	     (const CUexternalSemaphore *sems, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *p,
+	      unsigned int n, CUstream s),
+	     (sems, p, n, s))
+BARRIER_HOOK(cuGraphicsMapResources, s, (unsigned int n, CUgraphicsResource *res, CUstream s),
+	     (n, res, s))
+BARRIER_HOOK(cuGraphicsUnmapResources, s, (unsigned int n, CUgraphicsResource *res, CUstream s),
+	     (n, res, s))
+BARRIER_HOOK(cuStreamAttachMemAsync, s,
+	     (CUstream s, CUdeviceptr p, size_t len, unsigned int flags), (s, p, len, flags))
+BARRIER_HOOK(cuMemMapArrayAsync, s, (CUarrayMapInfo *info, unsigned int n, CUstream s),
+	     (info, n, s))
+BARRIER_HOOK(cuMemBatchDecompressAsync, s,
+	     (CUmemDecompressParams *p, size_t n, unsigned int flags, size_t *err, CUstream s),
+	     (p, n, flags, err, s))
+BARRIER_HOOK(cuMemDiscardBatchAsync, s,
+	     (CUdeviceptr *p, size_t *sizes, size_t n, unsigned long long flags, CUstream s),
+	     (p, sizes, n, flags, s))
+BARRIER_HOOK(cuMemDiscardAndPrefetchBatchAsync, s,
+	     (CUdeviceptr *p, size_t *sizes, size_t n, CUmemLocation *locs, size_t *idx,
+	      size_t nlocs, unsigned long long flags, CUstream s),
+	     (p, sizes, n, locs, idx, nlocs, flags, s))
 
 /* ------------------------------------------------------------------ events */
 
@@ -370,6 +570,13 @@ CUresult cuEventQuery(CUevent e)
 	struct ve_event_info ei;
 	if (!ve__shim_is_active() || ve__emap_get(e, &ei) || ei.capture)
 		return VE_REAL0(cuEventQuery)(e);
+	if (ei.graph) {
+		/* Recorded by graph launches: those the vctx still holds have not
+		 * reached the driver, so NOT_READY while any is pending. */
+		if (ve__gexec_pending())
+			return CUDA_ERROR_NOT_READY;
+		return VE_REAL0(cuEventQuery)(e);
+	}
 	return ve__cu_error(ve_vctx_event_query(V(), ei.le));
 }
 
@@ -378,6 +585,10 @@ CUresult cuEventSynchronize(CUevent e)
 	struct ve_event_info ei;
 	if (!ve__shim_is_active() || ve__emap_get(e, &ei) || ei.capture)
 		return VE_REAL0(cuEventSynchronize)(e);
+	if (ei.graph) {
+		ve__gexec_quiesce_all();
+		return VE_REAL0(cuEventSynchronize)(e);
+	}
 	return ve__cu_error(ve_vctx_event_sync(V(), ei.le));
 }
 
@@ -417,8 +628,12 @@ static CUresult event_record(CUevent e, CUstream s, unsigned flags, bool with_fl
 	(with_flags ? VE_REAL(cuEventRecordWithFlags)(e, s, flags) : VE_REAL(cuEventRecord)(e, s))
 	if (t.capturing) {
 		CUresult r = REAL_RECORD();
-		if (r == CUDA_SUCCESS && known)
+		if (r == CUDA_SUCCESS && known) {
 			ve__emap_set_capture(e, t.capture);
+			/* An external record becomes a node that graph launches run. */
+			if (with_flags && (flags & CU_EVENT_RECORD_EXTERNAL))
+				ve__emap_set_graph(e, 1);
+		}
 		return r;
 	}
 	if (!t.virt) {
@@ -436,6 +651,8 @@ static CUresult event_record(CUevent e, CUstream s, unsigned flags, bool with_fl
 #undef REAL_RECORD
 	if (ei.capture)
 		ve__emap_set_capture(e, 0);
+	if (ei.graph)
+		ve__emap_set_graph(e, 0);
 	uint64_t app = (ei.flags & CU_EVENT_DISABLE_TIMING) ? 0 : (uint64_t)(uintptr_t)e;
 	return ve__cu_error(ve_vctx_event_record(V(), ei.le, t.ls, app));
 }
@@ -1083,8 +1300,25 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	X(cuLaunchHostFunc)                                                                        \
 	X(cuStreamAddCallback)                                                                     \
 	X(cuStreamBeginCapture)                                                                    \
+	X(cuStreamBeginCaptureToGraph)                                                             \
 	X(cuStreamEndCapture)                                                                      \
 	X(cuGraphLaunch)                                                                           \
+	X(cuGraphUpload)                                                                           \
+	X(cuGraphInstantiateWithParams)                                                            \
+	X(cuStreamBatchMemOp)                                                                      \
+	X(cuMemcpyAtoHAsync)                                                                       \
+	X(cuMemcpyHtoAAsync)                                                                       \
+	X(cuMemcpy3DPeerAsync)                                                                     \
+	X(cuMemcpy3DBatchAsync)                                                                    \
+	X(cuSignalExternalSemaphoresAsync)                                                         \
+	X(cuWaitExternalSemaphoresAsync)                                                           \
+	X(cuGraphicsMapResources)                                                                  \
+	X(cuGraphicsUnmapResources)                                                                \
+	X(cuStreamAttachMemAsync)                                                                  \
+	X(cuMemMapArrayAsync)                                                                      \
+	X(cuMemBatchDecompressAsync)                                                               \
+	X(cuMemDiscardBatchAsync)                                                                  \
+	X(cuMemDiscardAndPrefetchBatchAsync)                                                       \
 	X(cuEventRecord)                                                                           \
 	X(cuEventRecordWithFlags)                                                                  \
 	X(cuLaunchKernel)                                                                          \
@@ -1137,7 +1371,22 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	X(cuMemFreeHost)                                                                           \
 	X(cuMemHostUnregister)                                                                     \
 	X(cuCtxSynchronize)                                                                        \
-	X(cuCtxSynchronize_v2)
+	X(cuCtxSynchronize_v2)                                                                     \
+	X(cuGraphInstantiateWithFlags)                                                             \
+	X(cuGraphExecDestroy)                                                                      \
+	X(cuGraphExecUpdate)                                                                       \
+	X(cuGraphExecKernelNodeSetParams)                                                          \
+	X(cuGraphExecMemcpyNodeSetParams)                                                          \
+	X(cuGraphExecMemsetNodeSetParams)                                                          \
+	X(cuGraphExecHostNodeSetParams)                                                            \
+	X(cuGraphExecChildGraphNodeSetParams)                                                      \
+	X(cuGraphExecEventRecordNodeSetEvent)                                                      \
+	X(cuGraphExecEventWaitNodeSetEvent)                                                        \
+	X(cuGraphExecExternalSemaphoresSignalNodeSetParams)                                        \
+	X(cuGraphExecExternalSemaphoresWaitNodeSetParams)                                          \
+	X(cuGraphExecBatchMemOpNodeSetParams)                                                      \
+	X(cuGraphExecNodeSetParams)                                                                \
+	X(cuGraphNodeSetEnabled)
 
 #define VE_HOOK_ENTRY(n) {VE_REAL_ID_##n, VE_S(n), (void *)&n},
 

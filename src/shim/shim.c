@@ -127,6 +127,18 @@ static int load_config(struct ve_shim_config *c)
 	c->mark_every = (uint32_t)v;
 	bad |= env_u64("VE_SYNC_SPIN_US", 1000, 0, 1000000, &v);
 	c->sync_spin_us = v;
+	char gm[16];
+	env_str("VE_GRAPHS", "auto", gm, sizeof(gm));
+	static const char *const gmodes[] = {"auto", "pool", "whole", "stream", "barrier"};
+	c->graphs = UINT32_MAX;
+	for (uint32_t i = 0; i < VE_ARRAY_SIZE(gmodes); i++)
+		if (strcmp(gm, gmodes[i]) == 0)
+			c->graphs = i;
+	if (c->graphs == UINT32_MAX) {
+		VE_ERR("VE_GRAPHS=%s is none of auto, pool, whole, stream, barrier", gm);
+		c->graphs = VE_GRAPHS_AUTO;
+		bad = 1;
+	}
 	char cls[32];
 	env_str("VE_CLASS", "batch", cls, sizeof(cls));
 	if (strcmp(cls, "latency") == 0) {
@@ -290,6 +302,7 @@ static void init_locked(void)
 	}
 	atexit(shim_atexit);
 	atomic_store_explicit(&S->state, VE_SHIM_ACTIVE, memory_order_release);
+	ve__watchdog_start();
 }
 
 bool ve__shim_hooking(void)
@@ -494,6 +507,25 @@ int ve__emap_set_capture(CUevent ev, uint32_t group)
 	s->v.e.capture = group;
 	pthread_mutex_unlock(&emap.lock);
 	return 0;
+}
+
+int ve__emap_set_graph(CUevent ev, uint32_t graph)
+{
+	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, false);
+	if (!s)
+		return -ENOENT;
+	s->v.e.graph = graph;
+	pthread_mutex_unlock(&emap.lock);
+	return 0;
+}
+
+void ve__emap_end_capture(uint32_t group)
+{
+	pthread_mutex_lock(&emap.lock);
+	for (uint32_t i = 0; i < MAP_CAP; i++)
+		if (emap.tab[i].key > KEY_TOMB && emap.tab[i].v.e.capture == group)
+			emap.tab[i].v.e.capture = 0;
+	pthread_mutex_unlock(&emap.lock);
 }
 
 /* ------------------------------------------------------------------ params */

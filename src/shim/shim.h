@@ -43,6 +43,16 @@ struct ve_shim_config {
 	char profile[512];  /* VE_PROFILE */
 	char profile_out[512]; /* VE_PROFILE_OUT: save refined profiles at exit */
 	uint64_t watchdog_ms; /* VE_WATCHDOG_MS: log a dump when a sync waits this long */
+	uint32_t graphs;      /* VE_GRAPHS: enum ve_graphs_mode */
+};
+
+/* VE_GRAPHS: where graph launches run (src/shim/graph.c). */
+enum ve_graphs_mode {
+	VE_GRAPHS_AUTO = 0,
+	VE_GRAPHS_POOL,
+	VE_GRAPHS_WHOLE,
+	VE_GRAPHS_STREAM,
+	VE_GRAPHS_BARRIER,
 };
 
 struct ve_shim {
@@ -88,11 +98,17 @@ struct ve_event_info {
 	ve_event le;
 	unsigned flags;	  /* CU_EVENT_* */
 	uint32_t capture; /* last record happened during capture of this group */
+	uint32_t graph;	  /* last recorded by a graph's event record node (external record
+			   * in a capture): the driver's event is the truth, once the graph
+			   * launches pending in the vctx ran */
 };
 int ve__emap_put(CUevent e, const struct ve_event_info *info);
 int ve__emap_get(CUevent e, struct ve_event_info *out);
 int ve__emap_del(CUevent e);
 int ve__emap_set_capture(CUevent e, uint32_t group);
+int ve__emap_set_graph(CUevent e, uint32_t graph);
+/* The capture ended: its events are no longer "recorded in a capture". */
+void ve__emap_end_capture(uint32_t group);
 
 /* Kernel parameter layouts, cached per function. */
 #define VE_SHIM_MAX_INLINE_PARAMS 64
@@ -144,6 +160,47 @@ extern const struct ve_hook ve__hooks_ptsz[];
 /* Capture of the calling thread's per-thread default stream (0 = none). */
 void ve__ptds_capture_set(uint32_t group);
 uint32_t ve__ptds_capture(void);
+
+/* ---- graphs (graph.c) ---- */
+/* What a graph launch is sized and placed by. */
+struct ve_gshape {
+	uint64_t blocks;  /* widest kernel node */
+	uint32_t threads; /* its threads per block */
+	uint32_t min_sms; /* cooperative nodes' co-residency; UINT32_MAX = the whole GPU */
+	uint32_t flags;	  /* VE_G_* */
+	uint32_t nodes, nkernels;
+};
+#define VE_G_UNKNOWN   (1u << 0) /* not (fully) read: sized as the whole GPU */
+#define VE_G_COND      (1u << 1) /* conditional nodes */
+#define VE_G_DEVLAUNCH (1u << 2) /* instantiated for device launch */
+#define VE_G_COOP      (1u << 3)
+#define VE_G_CLUSTER   (1u << 4)
+#define VE_G_MEMNODE   (1u << 5) /* memory alloc/free nodes */
+#define VE_G_HOSTNODE  (1u << 6)
+#define VE_G_EVENTNODE (1u << 7) /* event record/wait nodes */
+/* Placement of one launch. */
+enum { VE_GP_POOL = 0, VE_GP_WHOLE, VE_GP_STREAM, VE_GP_BARRIER };
+
+extern _Thread_local uint64_t ve__deadline_ns;
+void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape *sh);
+uint32_t ve__graph_placement(const struct ve_gshape *sh);
+/* A new exec (instantiation). */
+void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh);
+/* After cuGraphExecUpdate (replace) or a node's new parameters (widen). */
+void ve__gexec_reshape(CUgraphExec x, const struct ve_gshape *sh, bool replace);
+/* Waits until every launch of x made so far completed (before changing x). */
+void ve__gexec_quiesce(CUgraphExec x);
+void ve__gexec_quiesce_all(void);
+/* Some graph launch or upload is still pending in the vctx (lock-free guess). */
+bool ve__gexec_pending(void);
+/* Destroys x now, or once its pending launches completed. */
+CUresult ve__gexec_destroy(CUgraphExec x);
+/* Records a launch (or upload) of x on t's logical stream, after x's
+ * previous one. *barrier: the caller must use the ordered pass-through. */
+int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool *barrier);
+
+/* VE_WATCHDOG_MS (watchdog.c): started once the shim is active. */
+void ve__watchdog_start(void);
 
 /* Deferred real destruction of events whose pending records still use them. */
 void ve__defer_event_destroy(CUevent e, ve_tok pending);

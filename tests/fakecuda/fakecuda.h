@@ -141,6 +141,14 @@ int fakecuda_resource_sm_ids(const CUdevResource *r, uint32_t *ids, uint32_t max
 /* Nodes captured into @g, or -EINVAL. */
 long fakecuda_graph_node_count(CUgraph g);
 
+/*
+ * cudaGraphSetConditional for fake kernels: sets the value of conditional
+ * handle @h, as device code does from a kernel of the graph. Values are kept
+ * per handle (the driver keeps them per executable graph): two execs of one
+ * graph running at once share them. Returns 0, or -EINVAL for an unknown handle.
+ */
+int fakecuda_cond_set(CUgraphConditionalHandle h, unsigned value);
+
 /* Worker threads currently alive (streams with pending or past work, not yet reaped). */
 int fakecuda_live_workers(void);
 

@@ -47,6 +47,8 @@ enum fc_type {
 	FC_T_DESC,
 	FC_T_GRAPH,
 	FC_T_GEXEC,
+	FC_T_NODE,
+	FC_T_COND,
 };
 
 struct fc_smset {
@@ -128,6 +130,8 @@ enum fc_cmd_kind {
 	FC_CMD_GRAPH,
 	FC_CMD_EVRECORD, /* graph node: external event record */
 	FC_CMD_EVWAIT,	 /* graph node: external event wait */
+	FC_CMD_CHILD,	 /* graph node: an embedded graph */
+	FC_CMD_COND,	 /* graph node: conditional (if, while, switch) over body graphs */
 };
 
 /* A registered kernel: name, function and parameter layout. Never freed before exit. */
@@ -204,10 +208,22 @@ struct fc_cmd {
 		} memops;
 		struct {
 			struct fc_gexec *exec;
+			struct fc_cmd *nodes; /* the exec's nodes at launch (kept by exec) */
+			size_t n;
 		} graph;
 		struct {
 			struct fc_event *e;
 		} ev;
+		struct {
+			struct fc_graph *g; /* owned */
+		} child;
+		struct {
+			struct fc_cond *h;
+			int type; /* CUgraphConditionalNodeType */
+			unsigned n;
+			struct fc_graph **body; /* n owned bodies */
+			CUgraph *out;		/* the array handed out at creation (owned) */
+		} cond;
 	} u;
 };
 
@@ -227,6 +243,7 @@ struct fc_capture {
 	unsigned long long id;
 	pthread_mutex_t mu;
 	struct fc_graph *graph; /* owned until cuStreamEndCapture hands it out */
+	int to_graph;		/* cuStreamBeginCaptureToGraph: the graph is the app's */
 	int mode;
 	_Atomic int invalidated;
 	struct fc_stream *origin;
@@ -242,14 +259,34 @@ struct fc_graph {
 	struct fc_ctx *ctx;
 	size_t n, cap;
 	struct fc_cmd *nodes;
+	struct fc_gnode **handles; /* node handles, created on demand (cap entries) */
+	int owned_by_node;	   /* a child or conditional body: freed with its node */
+};
+
+/* A node handle: (graph, index). Valid while the graph lives. */
+struct fc_gnode {
+	struct fc_graph *g;
+	size_t idx;
+};
+
+/* A conditional handle: its value, set by kernels (fakecuda_cond_set). */
+struct fc_cond {
+	unsigned dflt;
+	unsigned flags;
+	_Atomic unsigned value;
 };
 
 struct fc_gexec {
 	_Atomic int refs;
 	size_t n;
+	unsigned long long flags; /* instantiation flags */
 	struct fc_cmd *nodes;
 	pthread_mutex_t mu;
 	struct fc_op *last; /* previous launch: launches of one exec are serialized */
+	struct fc_cmd **retired; /* node arrays replaced by cuGraphExecUpdate (running launches
+				  * may still read them): freed with the exec */
+	size_t *retired_n;
+	size_t nretired;
 };
 
 struct fc_event {
@@ -300,6 +337,7 @@ struct fc_tls {
 	struct fc_ctx *stack[64];
 	int depth;
 	int in_callback;     /* running a host function: CUDA calls are not permitted */
+	int capture_mode;    /* cuThreadExchangeStreamCaptureMode (GLOBAL = 0) */
 	int strict_captures; /* this thread's non-relaxed captures */
 	int global_captures; /* this thread's GLOBAL-mode captures */
 };
@@ -385,6 +423,10 @@ FC_HIDDEN CUresult fakecuda__capture_add(struct fc_stream *s, struct fc_cmd *cmd
 FC_HIDDEN void fakecuda__capture_invalidate(struct fc_capture *cap);
 FC_HIDDEN void fakecuda__capture_put(struct fc_capture *cap);
 FC_HIDDEN void fakecuda__gexec_unref(struct fc_gexec *x);
+FC_HIDDEN void fakecuda__graph_free(struct fc_graph *g);
+FC_HIDDEN struct fc_graph *fakecuda__graph_clone(const struct fc_graph *g);
+FC_HIDDEN int fakecuda__graph_run(struct fc_stream *s, const struct fc_graph *g);
+FC_HIDDEN void fakecuda__cond_reset(const struct fc_cmd *nodes, size_t n);
 FC_HIDDEN void fakecuda__graph_teardown(void);
 
 /* Small helpers. */

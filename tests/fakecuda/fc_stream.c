@@ -146,6 +146,15 @@ void fakecuda__cmd_fini(struct fc_cmd *cmd)
 	case FC_CMD_GRAPH:
 		fakecuda__gexec_unref(cmd->u.graph.exec);
 		break;
+	case FC_CMD_CHILD:
+		fakecuda__graph_free(cmd->u.child.g);
+		break;
+	case FC_CMD_COND:
+		for (unsigned i = 0; i < cmd->u.cond.n; i++)
+			fakecuda__graph_free(cmd->u.cond.body[i]);
+		free(cmd->u.cond.body);
+		free(cmd->u.cond.out);
+		break;
 	default:
 		break;
 	}
@@ -211,6 +220,27 @@ int fakecuda__cmd_clone(struct fc_cmd *dst, const struct fc_cmd *src)
 	case FC_CMD_GRAPH:
 		atomic_fetch_add(&src->u.graph.exec->refs, 1);
 		break;
+	case FC_CMD_CHILD:
+		dst->u.child.g = fakecuda__graph_clone(src->u.child.g);
+		if (!dst->u.child.g)
+			goto nomem;
+		break;
+	case FC_CMD_COND: {
+		unsigned n = src->u.cond.n;
+		dst->u.cond.n = 0;
+		dst->u.cond.body = calloc(n ? n : 1, sizeof(*dst->u.cond.body));
+		dst->u.cond.out = calloc(n ? n : 1, sizeof(*dst->u.cond.out));
+		if (!dst->u.cond.body || !dst->u.cond.out)
+			goto nomem;
+		for (unsigned i = 0; i < n; i++) {
+			dst->u.cond.body[i] = fakecuda__graph_clone(src->u.cond.body[i]);
+			if (!dst->u.cond.body[i])
+				goto nomem;
+			dst->u.cond.out[i] = (CUgraph)dst->u.cond.body[i];
+			dst->u.cond.n = i + 1;
+		}
+		break;
+	}
 	default:
 		break;
 	}
@@ -363,11 +393,41 @@ int fakecuda__cmd_run(struct fc_stream *s, struct fc_cmd *cmd, int from_graph)
 		run_event_node(cmd);
 		break;
 	case FC_CMD_GRAPH: {
-		struct fc_gexec *x = cmd->u.graph.exec;
-		for (size_t i = 0; i < x->n && !fault; i++) {
+		struct fc_cmd *nodes = cmd->u.graph.nodes;
+		size_t n = cmd->u.graph.n;
+		fakecuda__cond_reset(nodes, n);
+		for (size_t i = 0; i < n && !fault; i++) {
 			if (atomic_load(&s->ctx->sticky) || atomic_load(&g_fc.shutdown))
 				break;
-			fault = fakecuda__cmd_run(s, &x->nodes[i], 1);
+			fault = fakecuda__cmd_run(s, &nodes[i], 1);
+		}
+		break;
+	}
+	case FC_CMD_CHILD:
+		fault = fakecuda__graph_run(s, cmd->u.child.g);
+		break;
+	case FC_CMD_COND: {
+		struct fc_cond *h = cmd->u.cond.h;
+		unsigned v = atomic_load(&h->value);
+		if (cmd->u.cond.type == CU_GRAPH_COND_TYPE_WHILE) {
+			/* A body that never clears the value loops forever on a GPU
+			 * too; here it faults after 2^24 rounds instead. */
+			for (uint32_t round = 0; v && !fault; round++) {
+				if (round >= (1u << 24) || atomic_load(&s->ctx->sticky) ||
+				    atomic_load(&g_fc.shutdown)) {
+					fault = round >= (1u << 24);
+					break;
+				}
+				fault = fakecuda__graph_run(s, cmd->u.cond.body[0]);
+				v = atomic_load(&h->value);
+			}
+		} else if (cmd->u.cond.type == CU_GRAPH_COND_TYPE_IF) {
+			if (v)
+				fault = fakecuda__graph_run(s, cmd->u.cond.body[0]);
+			else if (cmd->u.cond.n > 1)
+				fault = fakecuda__graph_run(s, cmd->u.cond.body[1]);
+		} else if (v < cmd->u.cond.n) { /* switch */
+			fault = fakecuda__graph_run(s, cmd->u.cond.body[v]);
 		}
 		break;
 	}

@@ -39,6 +39,8 @@ extra_flags() {
 	case "$1" in
 	gpu_streams_ptds) echo "--default-stream per-thread" ;;
 	gpu_cublas) echo "-lcublas -Xlinker -rpath=$cudadir/lib64" ;;
+	gpu_graph_device) echo "-rdc=true -lcudadevrt" ;;
+	gpu_graph_smid) echo "-rdc=true -lcudadevrt -L$cudadir/lib64/stubs -lcuda" ;;
 	*) echo "" ;;
 	esac
 }

@@ -19,6 +19,9 @@
  *     cover the GPU and have the reported sizes;
  *  3. runs the probe on every pool entry and checks that every block ran on
  *     an SM of that entry's leaves (and reports how many distinct SMs it saw);
+ *     then launches graphs built in the primary context (a kernel node, a
+ *     child graph, a conditional IF node) on a lane of every entry, as the
+ *     shim does, and checks (reports, for the conditional) the same;
  *  4. measures submit->completion latency and pipelined cost per op, in
  *     counter mode and in event mode;
  *  5. checks that a launch the driver refuses is reported through the status
@@ -175,6 +178,159 @@ static int probe(uint32_t lane, uint32_t grid, uint8_t seen[MAX_SM], uint32_t *m
 			*max_sm = s;
 	}
 	return distinct;
+}
+
+static void *getproc(const char *name);
+
+/* A graph launch as the shim submits it (VE_OP_CALL, class compute): the
+ * unchanged cuGraphLaunch on the lane's stream, a green context's. */
+static int graph_call(uint64_t lane_stream, const void *payload, uint32_t len)
+{
+	CUgraphExec x;
+	if (len != sizeof(x))
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&x, payload, sizeof(x));
+	return (int)ve__real.cuGraphLaunch(x, (CUstream)(uintptr_t)lane_stream);
+}
+
+/* Runs exec on lane as a graph op; fills seen[] like probe(). */
+static int probe_graph(uint32_t lane, CUgraphExec x, uint32_t grid, uint8_t seen[MAX_SM],
+		       int32_t *status)
+{
+	struct ve_desc ms = {.kind = VE_OP_MEMSET};
+	ms.u.ms = (struct ve_memset_desc){
+	    .dst = dout, .value = 0xffffffffu, .width = grid, .height = 1, .elem_size = 4};
+	int32_t st;
+	uint32_t copy = VE_LANE(VE_LANE_COPY_ENTRY, 0);
+	if (run_desc(B, copy, &ms, &st) || st)
+		return -1;
+	struct ve_desc g = {.kind = VE_OP_CALL,
+			    .flags = VE_DESC_CALL_COMPUTE,
+			    .payload = (const uint8_t *)&x,
+			    .payload_len = sizeof(x)};
+	g.u.call.fn = graph_call;
+	g.u.call.handle = (uint64_t)(uintptr_t)x;
+	if (run_desc(B, lane, &g, status) || *status)
+		return -1;
+	struct ve_desc cp = {.kind = VE_OP_MEMCPY};
+	cp.u.cp = (struct ve_memcpy_desc){.dst = (uint64_t)(uintptr_t)hout,
+					  .src = dout,
+					  .bytes = (uint64_t)grid * 4,
+					  .variant = VE_CP_DTOH};
+	if (run_desc(B, copy, &cp, &st) || st)
+		return -1;
+	memset(seen, 0, MAX_SM);
+	int distinct = 0;
+	for (uint32_t i = 0; i < grid; i++) {
+		uint32_t s = hout[i];
+		if (s >= MAX_SM)
+			return -1; /* a block that did not run */
+		if (!seen[s]++)
+			distinct++;
+	}
+	return distinct;
+}
+
+/* Graphs built in the primary context (a kernel node, a child graph, a
+ * conditional IF node taken once), each launched through the backend on a
+ * lane of every pool entry: their kernels must run inside the entry's SMs
+ * (a conditional body is reported, not required: docs/semantics.md). */
+static void graph_confinement(const struct ve_pool *pool, const uint8_t *leaf_of, CUcontext pctx)
+{
+	CUresult (*gcreate)(CUgraph *, unsigned) = getproc("cuGraphCreate");
+	CUresult (*addk)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+			 const CUDA_KERNEL_NODE_PARAMS *) = getproc("cuGraphAddKernelNode");
+	CUresult (*addc)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph) =
+	    getproc("cuGraphAddChildGraphNode");
+	CUresult (*addn)(CUgraphNode *, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+			 CUgraphNodeParams *) = getproc("cuGraphAddNode");
+	CUresult (*hcreate)(CUgraphConditionalHandle *, CUgraph, CUcontext, unsigned, unsigned) =
+	    getproc("cuGraphConditionalHandleCreate");
+	CUresult (*inst)(CUgraphExec *, CUgraph, unsigned long long) =
+	    getproc("cuGraphInstantiateWithFlags");
+	if (!gcreate || !addk || !addc || !addn || !hcreate || !inst) {
+		printf("note: graph entry points missing; graph confinement not checked\n");
+		return;
+	}
+	enum { GRID = 64 };
+	uint64_t spin = 200000;
+	void *args[] = {&dout, &spin};
+	CUDA_KERNEL_NODE_PARAMS kp;
+	memset(&kp, 0, sizeof(kp));
+	kp.func = probe_fn;
+	kp.gridDimX = GRID;
+	kp.gridDimY = kp.gridDimZ = 1;
+	kp.blockDimX = 1024;
+	kp.blockDimY = kp.blockDimZ = 1;
+	kp.kernelParams = args;
+	const char *names[3] = {"kernel node", "child graph", "conditional if"};
+	CUgraph g[3], child, body = NULL;
+	CUgraphExec x[3];
+	CUgraphNode n;
+	CUresult r = gcreate(&g[0], 0);
+	if (!r)
+		r = addk(&n, g[0], NULL, 0, &kp);
+	if (!r)
+		r = gcreate(&child, 0);
+	if (!r)
+		r = addk(&n, child, NULL, 0, &kp);
+	if (!r)
+		r = gcreate(&g[1], 0);
+	if (!r)
+		r = addc(&n, g[1], NULL, 0, child);
+	CUgraphConditionalHandle h = 0;
+	if (!r)
+		r = gcreate(&g[2], 0);
+	if (!r)
+		r = hcreate(&h, g[2], pctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT);
+	CUgraphNodeParams np;
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+	np.conditional.handle = h;
+	np.conditional.type = CU_GRAPH_COND_TYPE_IF;
+	np.conditional.size = 1;
+	np.conditional.ctx = pctx;
+	if (!r)
+		r = addn(&n, g[2], NULL, NULL, 0, &np);
+	if (!r) {
+		body = np.conditional.phGraph_out[0];
+		r = addk(&n, body, NULL, 0, &kp);
+	}
+	for (int i = 0; i < 3 && !r; i++)
+		r = inst(&x[i], g[i], 0);
+	CHECK(r == CUDA_SUCCESS, "building the probe graphs: %d", r);
+	if (r)
+		return;
+	for (int i = 0; i < 3; i++) {
+		uint32_t entries = 0, outside_entries = 0, refused = 0;
+		int32_t first_err = 0;
+		uint8_t seen[MAX_SM];
+		for (uint32_t e = 0; e < pool->nentries; e++) {
+			int32_t st = 0;
+			int nd = probe_graph(VE_LANE(e, e % 4), x[i], GRID, seen, &st);
+			if (nd < 0) {
+				refused++;
+				if (!first_err)
+					first_err = st ? st : -1;
+				continue;
+			}
+			entries++;
+			uint32_t outside = 0;
+			for (uint32_t s = 0; s < MAX_SM; s++)
+				if (seen[s] &&
+				    (leaf_of[s] == 0xff || !(pool->e[e].leaves >> leaf_of[s] & 1)))
+					outside += seen[s];
+			outside_entries += outside > 0;
+		}
+		printf("graph confinement: %s: %u entries ran it, %u of them outside their SMs, "
+		       "%u refused (first status %d)\n",
+		       names[i], entries, outside_entries, refused, first_err);
+		if (i < 2)
+			CHECK(refused == 0 && outside_entries == 0,
+			      "%s launched on pool lanes: %u refused, %u entries ran it outside their "
+			      "SMs",
+			      names[i], refused, outside_entries);
+	}
 }
 
 static void *getproc(const char *name)
@@ -348,6 +504,9 @@ int main(void)
 		       pool.nentries, failures ? " (NOT: see above)" : "");
 		if (bad_entries)
 			printf("  (%u entries did not touch all of their SMs)\n", bad_entries);
+
+		/* 3b. The same for graph launches (the shim's VE_OP_CALL path). */
+		graph_confinement(&pool, leaf_of, pctx);
 	}
 
 	/* Copies through the lanes: a staged snapshot, a 2D memset, a 2D copy. */

@@ -526,10 +526,9 @@ static void t_graphs(void)
 }
 
 /* A GLOBAL-mode capture while other streams still run work: "potentially unsafe" calls
- * (stream or event queries, syncs) are then prohibited in every thread, so nothing a runtime
- * does on its own threads may make them, or the app's capture is invalidated. Known to fail
- * under Vitamin-E (the backend's stall check queries lanes from the dispatcher thread); the
- * harness runs it natively only, see docs/semantics.md "Capture and graphs". */
+ * (stream or event queries, syncs) are then prohibited in every thread in global mode, so a
+ * runtime's own threads (the dispatcher's stall queries) must run in relaxed mode, or the
+ * app's capture is invalidated (docs/semantics.md, "Capture and graphs"). */
 static void t_capture_busy(void)
 {
 	CUstream s, s4;

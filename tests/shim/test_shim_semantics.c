@@ -24,7 +24,7 @@ static const char *const streams_shim_tests[] = {"chains",  "legacy",	       "pe
 						 "threads", "destroy_pending", NULL};
 static const char *const launch_shim_tests[] = {"params",	 "launch_ex", "launch_errors",
 						"config_errors", "graphs",    "passthrough",
-						"foreign",	 NULL};
+						"foreign",	 "capture_busy", NULL};
 
 /* Jitter (us) of the second schedule, per policy: a spread of interleavings. */
 static const unsigned policy_jitter[] = {200, 1000, 50, 500, 300};
@@ -93,6 +93,34 @@ static void run_prog(const char *name, bool shim, int policy)
 PROG_TESTS(streams, "prog_shim_streams")
 PROG_TESTS(memory, "prog_shim_memory")
 PROG_TESTS(launch, "prog_shim_launch")
+PROG_TESTS(graphs, "prog_shim_graphs")
+
+/* Graphs under the strictest binding (per op, no pipelining) and under each placement
+ * (VE_GRAPHS): results identical whatever runs where. */
+VE_TEST(graphs_modes)
+{
+	SH_PROG(path, "prog_shim_graphs");
+	uint64_t s = ve_test_seed(0x6a9f);
+	printf("# VE_SEED=%llu\n", (unsigned long long)s);
+	const char *argv[] = {path, NULL};
+	static const char *const modes[][3] = {
+	    {"VE_BIND=op", "VE_WINDOW=0", NULL},
+	    {"VE_GRAPHS=pool", NULL, NULL},
+	    {"VE_GRAPHS=whole", "VE_LEAF_SMS=64", NULL},
+	    {"VE_GRAPHS=stream", "VETEST_GRAPHS_ANYWHERE=1", NULL},
+	    {"VE_GRAPHS=barrier", "VETEST_GRAPHS_ANYWHERE=1", NULL},
+	};
+	for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
+		struct sh_opts o = {.shim = true,
+				    .expect_green = 1,
+				    .policy = k % 2 ? "tput" : "chaos",
+				    .jitter = 300,
+				    .timeout_s = 60,
+				    .env = {modes[k][0], modes[k][1]}};
+		o.seed = next_seed(&s);
+		SH_RUN_OK(argv, &o);
+	}
+}
 
 /* A small pool (leaves of 64 SMs: 2 x 64 + 4) and one lane per entry: the most contention
  * for lanes and entries. */
@@ -148,9 +176,6 @@ static const struct deviation deviations[] = {
      "a launch whose block exceeds the device limits returns CUDA_SUCCESS and becomes a sticky "
      "CUDA_ERROR_INVALID_VALUE at the next sync (the shim does not check block limits at the "
      "call)"},
-    {"prog_shim_launch", "capture_busy", "tput",
-     "a CU_STREAM_CAPTURE_MODE_GLOBAL capture is invalidated when the backend queries a stalled "
-     "lane (cuStreamQuery from the dispatcher thread) while it runs"},
     {"prog_shim_streams", "events_rerecord_timed", "tput",
      "a timed event re-recorded while its earlier record waits: when the superseded record "
      "runs, it overwrites the real event, and cuEventElapsedTime returns its (wrong) time"},

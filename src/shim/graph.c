@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CUDA graphs as ordinary operations (docs/semantics.md, "Capture and graphs").
+ *
+ * A graph launch on a virtualized stream is one vctx op (VE_OP_CALL with
+ * VE_DESC_CALL_COMPUTE): bound late to a pool entry like a kernel, its
+ * function calls the real cuGraphLaunch on the entry's lane (a green-context
+ * stream) once its predecessors completed, unchanged. CUDA orders "each
+ * launch ... behind ... any previous launches of hGraphExec" (cuGraphLaunch):
+ * here that is an edge from the exec's previous launch (or upload) to the
+ * next one, so the vctx keeps it whatever stream each launch is on.
+ *
+ * Per executable graph the shim keeps (this file's map): the shape policies
+ * size it by (its widest kernel node, the SMs its cooperative or clustered
+ * nodes need), where it runs (placement, below), and its last launch token.
+ * The shape is read from the graph at instantiation (cuGraphGetNodes, child
+ * graphs recursively); an exec instantiated before the shim started, or
+ * through a call the shim does not see, has an unknown shape and runs
+ * anywhere (VE_G_UNKNOWN: sized as if it filled the GPU).
+ *
+ * Placement (VE_GRAPHS=auto|pool|whole|stream|barrier, default auto):
+ *   pool    the lane of the bound entry: its kernel nodes run on its SMs.
+ *   whole   the same, with min_sms = the whole GPU.
+ *   stream  bound to the whole-GPU entry, launched on a stream of the
+ *           application's (primary) context joined to that entry's lane
+ *           with events: runs as natively, no confinement, no host wait.
+ *           auto uses it for graphs the driver may not confine or run in a
+ *           green context: conditional nodes (their ctx must be the one of
+ *           the handle and of every body kernel), device-launchable graphs,
+ *           and every graph once the app has a device-launchable one (any
+ *           graph's kernel may launch it).
+ *   barrier the old ordered pass-through: the caller waits for the stream's
+ *           logical work, the driver launches on the app's stream.
+ *
+ * Exec changes (cuGraphExecUpdate, cuGraphExec*SetParams, ...) apply "to
+ * future launches" only; a launch the vctx has not submitted yet is a future
+ * launch to the driver, so the caller first waits until the exec's pending
+ * launches completed. cuGraphExecDestroy of an exec with pending launches is
+ * deferred until they completed.
+ */
+#include "backend/cuda_driver.h"
+#include "runtime/runtime.h"
+#include "shim/shim.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GMAP_CAP   8192u /* power of two */
+#define KEY_EMPTY  ((uintptr_t)0)
+#define KEY_TOMB   ((uintptr_t)1)
+#define MAX_DEPTH  8
+#define MAX_NODES  (1u << 20)
+
+struct gslot {
+	uintptr_t key; /* CUgraphExec */
+	struct ve_gshape shape;
+	uint64_t salt;
+	ve_tok last; /* last launch or upload (VE_TOK_NONE: none pending) */
+};
+
+static struct gslot gmap[GMAP_CAP];
+static uint32_t gmap_n;
+static pthread_mutex_t gmap_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t next_salt = 1;
+static _Atomic int devlaunch_seen; /* a device-launchable exec was instantiated */
+
+/* Real destroys waiting for the last launch of their exec. */
+struct gdeferred {
+	CUgraphExec x;
+	ve_tok tok;
+};
+static struct gdeferred gdef[256];
+static uint32_t ngdef;
+
+static struct gslot *gfind(uintptr_t k, bool insert)
+{
+	if (k <= KEY_TOMB)
+		return NULL;
+	uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (GMAP_CAP - 1);
+	struct gslot *tomb = NULL, *slot = NULL;
+	for (uint32_t i = 0; i < GMAP_CAP; i++, h = (h + 1) & (GMAP_CAP - 1)) {
+		struct gslot *s = &gmap[h];
+		if (s->key == k)
+			return s;
+		if (s->key == KEY_TOMB && !tomb)
+			tomb = s;
+		if (s->key == KEY_EMPTY) {
+			slot = s;
+			break;
+		}
+	}
+	/* Kept at most 3/4 full so probes stay short. */
+	if (!insert || 4 * (gmap_n + 1) > 3 * GMAP_CAP)
+		return NULL;
+	struct gslot *s = tomb ? tomb : slot;
+	if (!s)
+		return NULL;
+	memset(s, 0, sizeof(*s));
+	s->key = k;
+	gmap_n++;
+	return s;
+}
+
+/* ------------------------------------------------------------------ shape */
+
+static void shape_unknown(struct ve_gshape *sh)
+{
+	memset(sh, 0, sizeof(*sh));
+	sh->flags = VE_G_UNKNOWN;
+}
+
+static void kernel_node(CUgraphNode n, struct ve_gshape *sh)
+{
+	CUDA_KERNEL_NODE_PARAMS p;
+	memset(&p, 0, sizeof(p));
+	if (!ve__real.cuGraphKernelNodeGetParams ||
+	    ve__real.cuGraphKernelNodeGetParams(n, &p) != CUDA_SUCCESS) {
+		sh->flags |= VE_G_UNKNOWN;
+		return;
+	}
+	uint64_t blocks = (uint64_t)p.gridDimX * p.gridDimY * p.gridDimZ;
+	uint32_t threads = p.blockDimX * p.blockDimY * p.blockDimZ;
+	sh->nkernels++;
+	if (blocks > sh->blocks) {
+		sh->blocks = blocks;
+		sh->threads = threads;
+	}
+	if (!ve__real.cuGraphKernelNodeGetAttribute)
+		return;
+	CUlaunchAttributeValue v;
+	memset(&v, 0, sizeof(v));
+	if (ve__real.cuGraphKernelNodeGetAttribute(n, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v) ==
+		CUDA_SUCCESS) {
+		uint32_t cs = (v.clusterDim.x ? v.clusterDim.x : 1) *
+			      (v.clusterDim.y ? v.clusterDim.y : 1) *
+			      (v.clusterDim.z ? v.clusterDim.z : 1);
+		/* As for kernels: a leaf holds two SMs of a GPC. */
+		if (cs > 2) {
+			sh->flags |= VE_G_CLUSTER;
+			sh->min_sms = UINT32_MAX;
+		}
+	}
+	memset(&v, 0, sizeof(v));
+	if (ve__real.cuGraphKernelNodeGetAttribute(n, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v) ==
+		    CUDA_SUCCESS &&
+	    v.cooperative) {
+		sh->flags |= VE_G_COOP;
+		int per_sm = 0;
+		CUfunction f = p.func ? p.func : (CUfunction)(void *)p.kern;
+		if (ve__real.cuOccupancyMaxActiveBlocksPerMultiprocessor &&
+		    ve__real.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+			&per_sm, f, (int)threads, p.sharedMemBytes) == CUDA_SUCCESS &&
+		    per_sm > 0) {
+			uint64_t need = (blocks + (uint64_t)per_sm - 1) / (uint64_t)per_sm;
+			uint32_t m = need > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)need;
+			if (m > sh->min_sms)
+				sh->min_sms = m;
+		} else {
+			sh->min_sms = UINT32_MAX; /* unknown occupancy: the whole GPU */
+		}
+	}
+}
+
+static void walk(CUgraph g, struct ve_gshape *sh, int depth)
+{
+	size_t n = 0;
+	if (depth > MAX_DEPTH || !ve__real.cuGraphGetNodes || !ve__real.cuGraphNodeGetType ||
+	    ve__real.cuGraphGetNodes(g, NULL, &n) != CUDA_SUCCESS || n > MAX_NODES) {
+		sh->flags |= VE_G_UNKNOWN;
+		return;
+	}
+	if (!n)
+		return;
+	CUgraphNode *nodes = malloc(n * sizeof(*nodes));
+	if (!nodes || ve__real.cuGraphGetNodes(g, nodes, &n) != CUDA_SUCCESS) {
+		free(nodes);
+		sh->flags |= VE_G_UNKNOWN;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		CUgraphNodeType t;
+		if (ve__real.cuGraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS) {
+			sh->flags |= VE_G_UNKNOWN;
+			continue;
+		}
+		switch (t) {
+		case CU_GRAPH_NODE_TYPE_KERNEL:
+			kernel_node(nodes[i], sh);
+			break;
+		case CU_GRAPH_NODE_TYPE_GRAPH: {
+			CUgraph child = NULL;
+			if (ve__real.cuGraphChildGraphNodeGetGraph &&
+			    ve__real.cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS)
+				walk(child, sh, depth + 1);
+			else
+				sh->flags |= VE_G_UNKNOWN;
+			break;
+		}
+		case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+			/* The driver hands out no bodies of an existing node: their
+			 * kernels are not counted. */
+			sh->flags |= VE_G_COND;
+			break;
+		case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		case CU_GRAPH_NODE_TYPE_MEM_FREE:
+			sh->flags |= VE_G_MEMNODE;
+			break;
+		case CU_GRAPH_NODE_TYPE_HOST:
+			sh->flags |= VE_G_HOSTNODE;
+			break;
+		case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+			sh->flags |= VE_G_EVENTNODE;
+			break;
+		default:
+			break;
+		}
+		sh->nodes++;
+	}
+	free(nodes);
+}
+
+void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape *sh)
+{
+	memset(sh, 0, sizeof(*sh));
+	walk(g, sh, 0);
+	if (inst_flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+		sh->flags |= VE_G_DEVLAUNCH;
+}
+
+/* ------------------------------------------------------------------ map */
+
+void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh)
+{
+	if (!x || !ve__shim_is_active())
+		return;
+	if (sh->flags & VE_G_DEVLAUNCH)
+		atomic_store_explicit(&devlaunch_seen, 1, memory_order_relaxed);
+	pthread_mutex_lock(&gmap_lock);
+	struct gslot *s = gfind((uintptr_t)x, true);
+	if (s) {
+		/* A handle reused after a destroy is a new graph to the profiles. */
+		s->shape = *sh;
+		s->salt = atomic_fetch_add(&next_salt, 1);
+		s->last = VE_TOK_NONE;
+	}
+	pthread_mutex_unlock(&gmap_lock);
+}
+
+void ve__gexec_reshape(CUgraphExec x, const struct ve_gshape *sh, bool replace)
+{
+	pthread_mutex_lock(&gmap_lock);
+	struct gslot *s = gfind((uintptr_t)x, false);
+	if (s) {
+		if (replace) {
+			s->shape = *sh;
+		} else {
+			/* A node changed: widen, never narrow (the others are unknown). */
+			if (sh->blocks > s->shape.blocks) {
+				s->shape.blocks = sh->blocks;
+				s->shape.threads = sh->threads;
+			}
+			if (sh->min_sms > s->shape.min_sms)
+				s->shape.min_sms = sh->min_sms;
+			s->shape.flags |= sh->flags;
+		}
+	}
+	pthread_mutex_unlock(&gmap_lock);
+}
+
+void ve__gexec_quiesce(CUgraphExec x)
+{
+	if (!ve__shim_is_active())
+		return;
+	pthread_mutex_lock(&gmap_lock);
+	struct gslot *s = gfind((uintptr_t)x, false);
+	ve_tok t = s ? s->last : VE_TOK_NONE;
+	pthread_mutex_unlock(&gmap_lock);
+	if (t != VE_TOK_NONE)
+		ve_vctx_tok_wait(ve__shim.v, t);
+}
+
+void ve__gexec_quiesce_all(void)
+{
+	if (!ve__shim_is_active())
+		return;
+	/* Every exec's last launch; the ones done are forgotten. */
+	for (uint32_t i = 0; i < GMAP_CAP; i++) {
+		pthread_mutex_lock(&gmap_lock);
+		ve_tok t = gmap[i].key > KEY_TOMB ? gmap[i].last : VE_TOK_NONE;
+		pthread_mutex_unlock(&gmap_lock);
+		if (t != VE_TOK_NONE)
+			ve_vctx_tok_wait(ve__shim.v, t);
+	}
+}
+
+bool ve__gexec_pending(void)
+{
+	if (!ve__shim_is_active())
+		return false;
+	bool any = false;
+	pthread_mutex_lock(&gmap_lock);
+	for (uint32_t i = 0; i < GMAP_CAP && !any; i++)
+		any = gmap[i].key > KEY_TOMB && gmap[i].last != VE_TOK_NONE &&
+		      !ve_vctx_tok_done(ve__shim.v, gmap[i].last);
+	pthread_mutex_unlock(&gmap_lock);
+	return any;
+}
+
+static void sweep_deferred_locked(void)
+{
+	uint32_t keep = 0;
+	for (uint32_t i = 0; i < ngdef; i++) {
+		if (ve_vctx_tok_done(ve__shim.v, gdef[i].tok))
+			ve__real.cuGraphExecDestroy(gdef[i].x);
+		else
+			gdef[keep++] = gdef[i];
+	}
+	ngdef = keep;
+}
+
+CUresult ve__gexec_destroy(CUgraphExec x)
+{
+	if (!ve__shim_is_active() || !ve__real.cuGraphExecDestroy)
+		return ve__real.cuGraphExecDestroy ? ve__real.cuGraphExecDestroy(x)
+						   : CUDA_ERROR_NOT_SUPPORTED;
+	pthread_mutex_lock(&gmap_lock);
+	sweep_deferred_locked();
+	struct gslot *s = gfind((uintptr_t)x, false);
+	ve_tok t = VE_TOK_NONE;
+	if (s) {
+		t = s->last;
+		s->key = KEY_TOMB;
+		gmap_n--;
+	}
+	if (t != VE_TOK_NONE && !ve_vctx_tok_done(ve__shim.v, t) &&
+	    ngdef < VE_ARRAY_SIZE(gdef)) {
+		/* "cuGraphExecDestroy: ... may be destroyed while it is executing";
+		 * a launch the driver has not seen yet must still find it. */
+		gdef[ngdef++] = (struct gdeferred){x, t};
+		pthread_mutex_unlock(&gmap_lock);
+		return CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&gmap_lock);
+	if (t != VE_TOK_NONE)
+		ve_vctx_tok_wait(ve__shim.v, t);
+	return ve__real.cuGraphExecDestroy(x);
+}
+
+/* ------------------------------------------------------------------ launch */
+
+/* Per lane: a stream of the app's context and two events, for graphs placed
+ * on it (VE_GP_STREAM). Only the dispatcher thread runs call bodies. */
+#define SLANES 1024
+static struct {
+	CUstream lane, s;
+	CUevent in, out;
+} slanes[SLANES];
+
+static int stream_lane(CUstream lane, CUstream *s, CUevent *in, CUevent *out)
+{
+	uint32_t h = (uint32_t)ve__mix64((uint64_t)(uintptr_t)lane) & (SLANES - 1);
+	for (uint32_t i = 0; i < SLANES; i++, h = (h + 1) & (SLANES - 1)) {
+		if (slanes[h].lane == lane)
+			goto found;
+		if (slanes[h].lane)
+			continue;
+		CUcontext cur = NULL;
+		ve__real.cuCtxGetCurrent(&cur);
+		bool push = cur != ve__shim.ctx && ve__real.cuCtxPushCurrent(ve__shim.ctx) == 0;
+		CUresult r = ve__real.cuStreamCreateWithPriority(&slanes[h].s,
+								 CU_STREAM_NON_BLOCKING, 0);
+		if (r == CUDA_SUCCESS)
+			r = ve__real.cuEventCreate(&slanes[h].in, CU_EVENT_DISABLE_TIMING);
+		if (r == CUDA_SUCCESS)
+			r = ve__real.cuEventCreate(&slanes[h].out, CU_EVENT_DISABLE_TIMING);
+		if (push) {
+			CUcontext dummy;
+			ve__real.cuCtxPopCurrent(&dummy);
+		}
+		if (r != CUDA_SUCCESS)
+			return (int)r; /* the next call retries the creation */
+		slanes[h].lane = lane;
+		goto found;
+	}
+	return CUDA_ERROR_OUT_OF_MEMORY;
+found:
+	*s = slanes[h].s;
+	*in = slanes[h].in;
+	*out = slanes[h].out;
+	return 0;
+}
+
+struct glaunch {
+	CUgraphExec x;
+	uint32_t placement;
+	uint32_t upload;
+};
+
+/* The op's body on the dispatcher thread: the unchanged launch, on the lane. */
+static int call_graph(uint64_t lane_stream, const void *payload, uint32_t len)
+{
+	struct glaunch g;
+	if (len != sizeof(g))
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&g, payload, sizeof(g));
+	CUstream lane = (CUstream)(uintptr_t)lane_stream;
+	if (g.upload)
+		return (int)ve__real.cuGraphUpload(g.x, lane);
+	if (g.placement != VE_GP_STREAM)
+		return (int)ve__real.cuGraphLaunch(g.x, lane);
+	/* On a stream of the app's context, between the lane's earlier work
+	 * (the op may be queued behind it) and its later work. */
+	CUstream s;
+	CUevent in, out;
+	int rc = stream_lane(lane, &s, &in, &out);
+	if (rc)
+		return rc;
+	CUresult r = ve__real.cuEventRecord(in, lane);
+	if (r == CUDA_SUCCESS)
+		r = ve__real.cuStreamWaitEvent(s, in, 0);
+	if (r == CUDA_SUCCESS)
+		r = ve__real.cuGraphLaunch(g.x, s);
+	if (r == CUDA_SUCCESS)
+		r = ve__real.cuEventRecord(out, s);
+	if (r == CUDA_SUCCESS)
+		r = ve__real.cuStreamWaitEvent(lane, out, 0);
+	return (int)r;
+}
+
+uint32_t ve__graph_placement(const struct ve_gshape *sh)
+{
+	switch (ve__shim.cfg.graphs) {
+	case VE_GRAPHS_POOL:
+		return VE_GP_POOL;
+	case VE_GRAPHS_WHOLE:
+		return VE_GP_WHOLE;
+	case VE_GRAPHS_STREAM:
+		return VE_GP_STREAM;
+	case VE_GRAPHS_BARRIER:
+		return VE_GP_BARRIER;
+	default:
+		/* A kernel of any graph may launch a device graph, which may need the
+		 * context it was uploaded in: once the app has one, every graph runs
+		 * where it would natively. */
+		if (atomic_load_explicit(&devlaunch_seen, memory_order_relaxed))
+			return VE_GP_STREAM;
+		return (sh->flags & (VE_G_COND | VE_G_DEVLAUNCH)) ? VE_GP_STREAM : VE_GP_POOL;
+	}
+}
+
+int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool *barrier)
+{
+	struct ve_desc d = {.kind = VE_OP_CALL};
+	struct glaunch g = {.x = x, .upload = upload};
+	uint32_t total = ve_runtime_pool(ve__shim.rt)->total_sms;
+	*barrier = false;
+	pthread_mutex_lock(&gmap_lock);
+	struct gslot *s = gfind((uintptr_t)x, false);
+	if (!s) {
+		/* Not instantiated through the shim (or destroyed): the driver says
+		 * whether it is an exec, at the call, as its cuGraphLaunch would. */
+		cuuint64_t fl;
+		if (ve__real.cuGraphExecGetFlags && ve__real.cuGraphExecGetFlags(x, &fl) != CUDA_SUCCESS) {
+			pthread_mutex_unlock(&gmap_lock);
+			return -EINVAL;
+		}
+		s = gfind((uintptr_t)x, true);
+		if (s) {
+			shape_unknown(&s->shape);
+			s->salt = atomic_fetch_add(&next_salt, 1);
+		}
+	}
+	if (!s) {
+		/* No room to keep the exec's launch order: the old barrier path. */
+		pthread_mutex_unlock(&gmap_lock);
+		*barrier = true;
+		return 0;
+	}
+	const struct ve_gshape *sh = &s->shape;
+	g.placement = ve__graph_placement(sh);
+	if (g.placement == VE_GP_BARRIER && !upload) {
+		pthread_mutex_unlock(&gmap_lock);
+		*barrier = true;
+		return 0;
+	}
+	d.u.call.fn = call_graph;
+	d.u.call.handle = (uint64_t)(uintptr_t)x;
+	d.u.call.salt = s->salt;
+	d.payload = (const uint8_t *)&g;
+	d.payload_len = sizeof(g);
+	if (!upload) {
+		d.flags = VE_DESC_CALL_COMPUTE;
+		/* A graph is many kernels: its widest node says little about how it
+		 * scales. Until T(graph, m) is measured (the profile key is the exec),
+		 * it is sized as one wave over the whole GPU, so the default model
+		 * lets it scale to all SMs when nothing else runs. */
+		d.u.call.blocks = (uint64_t)total * 8;
+		d.u.call.threads = 256;
+		d.u.call.blocks_per_sm = 8;
+		uint32_t m = sh->min_sms;
+		if (g.placement != VE_GP_POOL || m > total)
+			m = total; /* the whole GPU (clusters, unknown occupancy, stream placement) */
+		d.u.call.min_sms = m;
+		if (ve__shim.cfg.latency) {
+			d.flags |= VE_DESC_LATENCY;
+			d.deadline_ns = ve__deadline_ns;
+		}
+	}
+	ve_tok prev = s->last, tok = VE_TOK_NONE;
+	int rc = ve_vctx_submit_ex(ve__shim.v, t->ls, &d, 0, &prev, prev != VE_TOK_NONE ? 1 : 0,
+				   &tok);
+	if (rc == 0)
+		s->last = tok;
+	pthread_mutex_unlock(&gmap_lock);
+	return rc;
+}
