@@ -35,10 +35,9 @@ python3 bench/gpu/mixed --server-args "--small" --runs 1 --duration 8 \
 tail -14 "$W/mixed.txt"
 if [ -x bench/gpu/metrics_scrape ]; then
 	note "metrics scrape"
-	timeout 110 bench/gpu/metrics_scrape --out-dir "$W/metrics" >"$W/metrics.txt" 2>&1 ||
-		timeout 110 bench/gpu/metrics_scrape >"$W/metrics.txt" 2>&1
+	timeout 110 bench/gpu/metrics_scrape --outdir "$W/metrics" --results "$W/metrics-results" \
+		>"$W/metrics.txt" 2>&1
 	tail -3 "$W/metrics.txt"
-	cp bench/results/metrics-* "$W/" 2>/dev/null
 fi
 cp "$OUTDIR"/*.svg "$W/" 2>/dev/null
 tar czf "$OUTDIR/pass.tgz" -C /tmp ve-pass 2>/dev/null
