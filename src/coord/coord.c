@@ -25,6 +25,7 @@ struct grant_client {
 	uint64_t closing;    /* leaves taken away that may still run its work */
 	uint64_t close_gen;  /* the generation that took them away */
 	uint64_t close_ns;   /* when (reclaim latency) */
+	uint64_t want_ns;    /* when the target last changed */
 	struct ve_grant_report rep;
 	bool paused;	     /* stopped answering: no grant until it answers again */
 };
@@ -53,7 +54,7 @@ struct ve_coord {
 	/* grant mode */
 	struct ve_policy_ops pol_own; /* the policy's table, as long as its ABI has */
 	bool grant_mode, urgent;
-	uint64_t tick_ns, last_tick_ns;
+	uint64_t tick_ns, last_tick_ns, hold_ns;
 	struct grant_client gc[VE_COORD_MAX_CLIENTS];
 	struct ve_client_demand dem[VE_COORD_MAX_CLIENTS];
 	struct ve_grant_plan plan;
@@ -187,6 +188,7 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	c->pol = &c->pol_own;
 	c->grant_mode = c->pol->grant && !cfg->per_op;
 	c->tick_ns = cfg->tick_ns ? cfg->tick_ns : 200000;
+	c->hold_ns = cfg->hold_ns ? cfg->hold_ns : 5000000;
 	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
 		c->gc[i].entry = c->gc[i].want = VE_POOL_NONE;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", c->pol->name);
@@ -257,6 +259,17 @@ int ve_coord_set_policy(struct ve_coord *c, const char *spec, char *err, size_t 
 	c->pol_priv = priv;
 	c->pol_dl = dl;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", own.name);
+	/* The new policy has seen no client come: tell it of every one
+	 * registered (fixed numbers its groups from these; without them it
+	 * granted nobody anything, and every client hung). */
+	if (c->pol->notify)
+		for (uint32_t k = 0; k < c->rq.nclients; k++)
+			if (c->cl[k].active) {
+				struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_ADDED,
+							     .client = k,
+							     .flags = c->cl[k].flags};
+				c->pol->notify(c->pol_priv, &c->view, &ev);
+			}
 	/* The new policy plans from scratch at the next tick. */
 	c->urgent = true;
 	return 0;
@@ -806,6 +819,15 @@ static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t shar
 	struct grant_client *g = &c->gc[k];
 	if (t == g->want && share == g->want_share)
 		return 0;
+	/* A target holds for hold_ns (unless the client goes idle or had none):
+	 * a policy whose plan swings between near-equal choices must not move
+	 * a client every tick, each move a drain, and a pending target that
+	 * keeps moving is never admitted (a latency client starved this way on
+	 * the H200: 53,000 grant changes in a minute, no request served). */
+	uint64_t now = coord_now(c);
+	if (g->want != VE_POOL_NONE && t != VE_POOL_NONE && now - g->want_ns < c->hold_ns)
+		return 0;
+	g->want_ns = now;
 	g->want = t;
 	g->want_share = share;
 	if (g->entry == VE_POOL_NONE || g->entry == t)

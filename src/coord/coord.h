@@ -47,6 +47,7 @@ struct ve_coord_config {
 	 * per_op is set (the paper's strict per-op binding). */
 	bool per_op;
 	uint64_t tick_ns; /* grant ticks at most this often, unless urgent (default 200 us) */
+	uint64_t hold_ns; /* a client's grant target holds at least this long (default 5 ms) */
 };
 
 struct ve_binding {
@@ -73,6 +74,7 @@ struct ve_grant_report {
 	struct ve_client_demand demand;
 	uint64_t ack_gen;
 	uint64_t busy_leaves;
+	uint64_t binds, done; /* cumulative: ops bound to its grants, completed (metrics) */
 };
 
 struct ve_coord;

@@ -71,6 +71,7 @@ struct gclient {
 	 * folded into busy (1/1000, EWMA) every BUSY_WINDOW. */
 	uint64_t busy_ns, span_ns, last_ns;
 	uint16_t busy;
+	uint64_t binds, done; /* compute ops bound to its grants, completed */
 };
 
 #define BUSY_WINDOW 20000000ull /* 20 ms */
@@ -538,6 +539,7 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		}
 	}
 	if (granted) {
+		d->gc[client].binds++;
 		d->gc[client].ncompute++;
 		d->ent_inflight[client * d->pool->nentries + entry]++;
 	}
@@ -785,6 +787,8 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 			   .busy = g->busy},
 		.ack_gen = g->gen,
 		.busy_leaves = busy,
+		.binds = g->binds,
+		.done = g->done,
 	};
 	if (g->nwait && (g->entry == VE_POOL_NONE || g->min_sms > p->e[g->entry].sms))
 		r.demand.flags |= VE_DEMAND_WAITING;
@@ -887,6 +891,7 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 			L->last_done_ns = cp->t_end_ns;
 	}
 	if (f.granted) {
+		d->gc[f.client].done++;
 		uint32_t *ei = &d->ent_inflight[f.client * d->pool->nentries + f.entry];
 		/* A profile sample: timed by its own marker, alone on its entry. */
 		if (f.solo && *ei == 1 && cp->status == 0 && cp->t_end_ns > cp->t_start_ns &&

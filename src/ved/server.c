@@ -43,6 +43,7 @@ struct sclient {
 	uint64_t bindings, completions, failed, records_in, records_out;
 	uint64_t wait_n, wait_sum_ns; /* wait-for-bind: ready -> bound */
 	uint64_t wait_ns[WAIT_SAMPLES];
+	uint64_t local_binds, local_done; /* grant mode: what the client bound itself */
 };
 
 struct ve_serve {
@@ -722,8 +723,8 @@ void ve_serve_client_info(const struct ve_serve *s, uint32_t id, struct ve_serve
 	o->nready = c->nready;
 	o->nbound = c->nbound;
 	o->nqueued = c->out_n;
-	o->bindings = c->bindings;
-	o->completions = c->completions;
+	o->bindings = c->bindings + c->local_binds;
+	o->completions = c->completions + c->local_done;
 	o->failed = c->failed;
 	o->records_in = c->records_in;
 	o->records_out = c->records_out;
@@ -745,6 +746,23 @@ uint32_t ve_serve_trace(const struct ve_serve *s, struct ve_ctl_tev *out, uint32
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = s->tr[(start + i) % s->tr_cap];
 	return n;
+}
+
+void ve_serve_grant_activity(struct ve_serve *s, uint32_t id, uint64_t binds, uint64_t done,
+			     uint64_t wait_ns)
+{
+	if (id >= s->max_clients || !s->cl[id].active)
+		return;
+	struct sclient *c = &s->cl[id];
+	/* Counters the client reports are cumulative: keep the largest seen. */
+	if (binds > c->local_binds)
+		c->local_binds = binds;
+	if (done > c->local_done)
+		c->local_done = done;
+	if (wait_ns) {
+		c->wait_ns[c->wait_n++ % WAIT_SAMPLES] = wait_ns;
+		c->wait_sum_ns += wait_ns;
+	}
 }
 
 void ve_serve_trace_add(struct ve_serve *s, const struct ve_ctl_tev *ev)

@@ -117,5 +117,10 @@ struct ve_serve_waits {
 	uint64_t p50_ns, p99_ns;
 };
 void ve_serve_client_waits(const struct ve_serve *s, uint32_t id, struct ve_serve_waits *out);
+/* Grant mode: the client binds its own ops, so ved learns of them from its
+ * report: cumulative binds and completions, and (wait_ns != 0) one wait of
+ * the client for a grant it asked for, as ved measured it. */
+void ve_serve_grant_activity(struct ve_serve *s, uint32_t id, uint64_t binds, uint64_t done,
+			     uint64_t wait_ns);
 
 #endif

@@ -73,6 +73,7 @@ struct vconn {
 	uint64_t grant_pub;    /* grant word last published */
 	uint32_t contended_pub;
 	uint64_t beat, beat_ns; /* the client's heartbeat and when it last moved */
+	uint64_t wait_since;	/* it asked for a grant then (0: it does not wait) */
 	bool stale;
 	uint32_t fallbacks; /* safe-mode fallbacks it reported at HELLO */
 };
@@ -487,6 +488,7 @@ static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *
 	c->stale = false;
 	c->beat = 0;
 	c->beat_ns = ve__now_ns();
+	c->wait_since = 0;
 	atomic_store_explicit(&c->w->grant, c->grant_pub, memory_order_relaxed);
 	atomic_store_explicit(&c->w->grant_mode, ve_coord_grant_mode(ve_serve_coord(d->srv)),
 			      memory_order_relaxed);
@@ -1381,6 +1383,14 @@ static int grants(struct ved *d, uint64_t now)
 		if (r.demand.min_sms > VE_PROTO_MAX_SMS)
 			r.demand.min_sms = VE_PROTO_MAX_SMS;
 		ve_coord_report(co, id, &r);
+		/* Waiting for a grant: from the first report that says so to
+		 * the grant it gets (recorded below, where it is published). */
+		bool waits = (r.demand.flags & VE_DEMAND_WAITING) ||
+			     (r.demand.ready && r.demand.entry == VE_POOL_NONE);
+		if (waits && !c->wait_since)
+			c->wait_since = now;
+		ve_serve_grant_activity(d->srv, id, atomic_load_explicit(&w->binds, memory_order_relaxed),
+					atomic_load_explicit(&w->done, memory_order_relaxed), 0);
 		work++;
 	}
 	work += ve_coord_tick(co, urgent);
@@ -1397,6 +1407,11 @@ static int grants(struct ved *d, uint64_t now)
 			atomic_store_explicit(&c->w->grant, word, memory_order_release);
 			c->grant_pub = word;
 			work++;
+			if (e != VE_POOL_NONE && c->wait_since) {
+				ve_serve_grant_activity(d->srv, id, 0, 0,
+							VE_MAX(now - c->wait_since, 1ull));
+				c->wait_since = 0;
+			}
 		}
 		uint32_t ct = n > 1;
 		if (ct != c->contended_pub) {
