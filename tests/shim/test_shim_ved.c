@@ -216,6 +216,46 @@ VE_TEST(shim_ved_two)
 	VE_CHECK_EQ(stop_ved(), 0);
 }
 
+/* A latency-class process shaped like a decode server (bursts of short
+ * kernels with a synchronize each, idle gaps between requests) beside a
+ * busy batch process, both through ved in grant mode: the server keeps
+ * being served (a grant target that moved every tick starved it on the GPU:
+ * 53,000 grant changes in a minute, no request finished). */
+VE_TEST(shim_ved_latency_beside_busy)
+{
+	SH_PROG(busy, "prog_shim_busy");
+	SH_PROG(bursty, "prog_shim_bursty");
+	NEED_VED();
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct sh_opts o;
+		opts_for(&o, true);
+		o.seed = 5;
+		o.env[3] = "VETEST_SECONDS=6";
+		const char *argv[] = {busy, NULL};
+		sh_run(argv, &o, &g_res2);
+		if (g_res2.rc)
+			sh_dump(&g_res2);
+		_exit(g_res2.rc ? 1 : 0);
+	}
+	usleep(300000);
+	struct sh_opts o;
+	opts_for(&o, true);
+	o.seed = 6;
+	o.env[3] = "VE_CLASS=latency";
+	o.env[4] = "VETEST_MAX_MS=20000"; /* a bound that catches a starved server, sanitizers too */
+	const char *argv[] = {bursty, NULL};
+	sh_run(argv, &o, &g_res);
+	if (g_res.rc)
+		sh_dump(&g_res);
+	int st = 0;
+	waitpid(kid, &st, 0);
+	VE_CHECK_MSG(g_res.rc == 0, "the latency client was not served in time");
+	VE_CHECK(strstr(g_res.out, "bursty: slowest request") != NULL);
+	VE_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the busy client failed");
+	VE_CHECK_EQ(stop_ved(), 0);
+}
+
 VE_TEST(shim_ved_dies)
 {
 	SH_PROG(prog, "prog_shim_streams");
