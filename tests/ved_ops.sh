@@ -81,9 +81,9 @@ client() { # NAME SECONDS [ve-run options]
 		LD_LIBRARY_PATH="$build/fakecuda" VE_DAEMON="$sock" \
 		timeout 60 "$build/ve-run" "$@" -- "$prog" >"$tmp/$name.log" 2>&1
 }
-client busyA 6 &
+client busyA 12 &
 pids+=($!)
-client busyB 6 --class latency &
+client busyB 12 --class latency &
 pids+=($!)
 n=0
 for _ in $(seq 100); do

@@ -168,7 +168,7 @@ struct ve_client_demand {
 	uint64_t deadline_ns; /* earliest deadline among its waiting latency ops (0: none) */
 	uint32_t flags;	      /* VE_DEMAND_* */
 	uint16_t entry;	      /* entry granted now, VE_POOL_NONE if none */
-	uint16_t busy;	      /* share of recent time with work in flight, in 1/1000 */
+	uint16_t op_us;	      /* mean run time of its recent ops on the GPU, us (capped) */
 };
 #define VE_DEMAND_LATENCY (1u << 0) /* latency-class client */
 #define VE_DEMAND_WAITING (1u << 1) /* has ready work that no entry of its grant can run */

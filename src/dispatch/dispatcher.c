@@ -67,14 +67,13 @@ struct gclient {
 	uint32_t ncompute; /* compute ops in flight */
 	bool contended;	   /* other clients may need SMs back soon (short submit-ahead) */
 	bool zombie;	   /* detached with compute ops still running: reports until drained */
-	/* Share of time with compute work in flight: accumulated per pass,
-	 * folded into busy (1/1000, EWMA) every BUSY_WINDOW. */
-	uint64_t busy_ns, span_ns, last_ns;
-	uint16_t busy;
+	/* Mean run time of its recent compute ops (EWMA over completions, as
+	 * the lanes attribute time: a marker's interval spread over the ops it
+	 * reports). */
+	uint64_t op_ns;
 	uint64_t binds, done; /* compute ops bound to its grants, completed */
 };
 
-#define BUSY_WINDOW 20000000ull /* 20 ms */
 
 /* A ready compute op waiting for a grant that can run it. */
 struct wop {
@@ -764,18 +763,6 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 	}
 	if (g->nwait || g->ncompute)
 		g->active_ns = now;
-	if (g->last_ns && now > g->last_ns) {
-		uint64_t dt = now - g->last_ns;
-		g->span_ns += dt;
-		if (g->ncompute)
-			g->busy_ns += dt;
-		if (g->span_ns >= BUSY_WINDOW) {
-			uint32_t f = (uint32_t)(g->busy_ns * 1000 / g->span_ns);
-			g->busy = (uint16_t)((g->busy + f) / 2);
-			g->busy_ns = g->span_ns = 0;
-		}
-	}
-	g->last_ns = now;
 	struct ve_grant_report r = {
 		.demand = {.ready = g->nwait,
 			   .inflight = g->ncompute,
@@ -784,7 +771,7 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 			   .active_ns = g->active_ns,
 			   .deadline_ns = g->deadline_ns,
 			   .entry = g->entry,
-			   .busy = g->busy},
+			   .op_us = (uint16_t)VE_MIN(g->op_ns / 1000, 65535ull)},
 		.ack_gen = g->gen,
 		.busy_leaves = busy,
 		.binds = g->binds,
@@ -887,6 +874,8 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		uint64_t from = VE_MAX(L->last_done_ns, cp->t_submit_ns);
 		uint64_t dt = cp->t_end_ns > from ? cp->t_end_ns - from : 0;
 		L->avg_ns = (L->avg_ns * 15 + dt) / 16;
+		if (f.granted)
+			d->gc[f.client].op_ns = (d->gc[f.client].op_ns * 63 + dt) / 64;
 		if (cp->t_end_ns > L->last_done_ns)
 			L->last_done_ns = cp->t_end_ns;
 	}

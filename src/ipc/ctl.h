@@ -392,7 +392,7 @@ struct ve_ved_words {
 	_Atomic uint32_t urgent;
 	_Atomic uint32_t ready, inflight, want_sms, min_sms, flags, entry;
 	_Atomic uint64_t active_ns, deadline_ns, ack_gen, busy_leaves;
-	_Atomic uint32_t busy; /* struct ve_client_demand.busy */
+	_Atomic uint32_t op_us; /* struct ve_client_demand.op_us */
 	uint32_t rsvd2;
 	_Atomic uint64_t binds, done; /* cumulative ops bound to grants / completed */
 	uint32_t rsvd3[10];

@@ -47,8 +47,8 @@ static int parse_kv(const char *k, const char *v, void *arg)
 		t->hysteresis = d;
 	else if (strcmp(k, "share") == 0 && (d == 0 || d == 1 || d == 2))
 		t->share = (int)d;
-	else if (strcmp(k, "share_busy") == 0 && d <= 1)
-		t->share_busy = (uint32_t)(d * 1000);
+	else if (strcmp(k, "share_op_us") == 0)
+		t->share_op_us = (uint32_t)d;
 	else
 		return -EINVAL;
 	return 0;
@@ -114,7 +114,7 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 	t->idle_ns = 10 * 1000000ull;
 	t->hysteresis = 1.05;
 	t->share = 2;
-	t->share_busy = 950;
+	t->share_op_us = 200;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);
 	if (!rc)
@@ -349,16 +349,19 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	}
 	if (!n)
 		return 0;
-	/* Clients that each keep the GPU busy and want all of it lose to a
+	/* Clients whose kernels are long and want the whole GPU lose to a
 	 * split what interleaving their kernels on every SM wins (tails,
-	 * imbalance: measured on the dense pair, bench/results/coloc.json),
-	 * while a client with gaps or narrow kernels gains from SMs of its own
-	 * (its kernels never queue behind the other's). */
+	 * imbalance: 0.97 split vs 1.03 shared on the dense pair,
+	 * bench/results/coloc.json), while a launch-bound client of short
+	 * kernels gains from SMs of its own: its kernels never queue behind the
+	 * other's (1.86 split vs 1.45 shared on big+small). A busy-time test
+	 * took both pairs for sharing (a launch-bound client with work queued
+	 * ahead looks busy all the time). */
 	bool share = t->share == 1;
 	if (t->share == 2 && n >= 2) {
 		share = true;
 		for (uint32_t i = 0; i < n && share; i++)
-			share = dem[cl[i]].busy >= t->share_busy &&
+			share = dem[cl[i]].op_us >= t->share_op_us &&
 				want[i] * 10 >= p->total_sms * 9 &&
 				!(dem[cl[i]].flags & VE_DEMAND_LATENCY);
 	}

@@ -35,9 +35,9 @@ struct tput {
 	uint64_t idle_ns;  /* a client keeps its grant this long after its last work */
 	double hysteresis; /* a new plan must beat the current one by this factor */
 	int share;	   /* 1: every active client on the whole GPU, shared (like MPS);
-			    * 2 (auto): so when every active client keeps the GPU busy
+			    * 2 (auto): so when every active client runs long kernels
 			    * and wants all of it; 0: never */
-	uint32_t share_busy; /* auto: 'keeps the GPU busy' threshold, in 1/1000 */
+	uint32_t share_op_us; /* auto: 'long kernels': mean run time at least this */
 };
 
 int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tput **out);

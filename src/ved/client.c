@@ -1074,7 +1074,7 @@ static int l_report(void *impl, uint32_t client, const struct ve_grant_report *r
 	    r->rep_last.demand.min_sms == dm->min_sms &&
 	    r->rep_last.demand.flags == dm->flags && r->rep_last.demand.entry == dm->entry &&
 	    r->rep_last.demand.deadline_ns == dm->deadline_ns &&
-	    r->rep_last.demand.busy / 50 == dm->busy / 50 &&
+	    r->rep_last.demand.op_us / 32 == dm->op_us / 32 &&
 	    (r->rep_last.demand.active_ns >> 20) == active && r->rep_last.ack_gen == rep->ack_gen &&
 	    r->rep_last.busy_leaves == rep->busy_leaves && r->rep_last.binds >> 10 == rep->binds >> 10)
 		return 0;
@@ -1094,7 +1094,7 @@ static int l_report(void *impl, uint32_t client, const struct ve_grant_report *r
 	atomic_store_explicit(&w->deadline_ns, dm->deadline_ns, memory_order_relaxed);
 	atomic_store_explicit(&w->ack_gen, ack, memory_order_relaxed);
 	atomic_store_explicit(&w->busy_leaves, rep->busy_leaves, memory_order_relaxed);
-	atomic_store_explicit(&w->busy, dm->busy, memory_order_relaxed);
+	atomic_store_explicit(&w->op_us, dm->op_us, memory_order_relaxed);
 	atomic_store_explicit(&w->binds, rep->binds, memory_order_relaxed);
 	atomic_store_explicit(&w->done, rep->done, memory_order_relaxed);
 	/* R (pairs with ved's acquire load of the even value). */

@@ -1369,8 +1369,8 @@ static int grants(struct ved *d, uint64_t now)
 		r.demand.deadline_ns = atomic_load_explicit(&w->deadline_ns, memory_order_relaxed);
 		r.ack_gen = atomic_load_explicit(&w->ack_gen, memory_order_relaxed);
 		r.busy_leaves = atomic_load_explicit(&w->busy_leaves, memory_order_relaxed);
-		uint32_t busy = atomic_load_explicit(&w->busy, memory_order_relaxed);
-		r.demand.busy = (uint16_t)(busy > 1000 ? 1000 : busy);
+		uint32_t op_us = atomic_load_explicit(&w->op_us, memory_order_relaxed);
+		r.demand.op_us = (uint16_t)(op_us > 65535 ? 65535 : op_us);
 		/* A (the fields are read before seq is read again). */
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&w->rep_seq, memory_order_relaxed) != s1)

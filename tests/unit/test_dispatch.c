@@ -1234,7 +1234,7 @@ VE_TEST(dispatch_grant_detach)
 VE_TEST(dispatch_grant_share)
 {
 	run_all("dispatch_grant_share", 0x96aa,
-		(const char *const[]){"tput:share_busy=0", "tput:share=1"}, 2, (struct opts){0},
+		(const char *const[]){"tput:share_op_us=0", "tput:share=1"}, 2, (struct opts){0},
 		tweak_grant);
 	VE_CHECK(g_tot.local_binds > 0);
 }
