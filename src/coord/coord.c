@@ -737,6 +737,19 @@ void ve_coord_client_pause(struct ve_coord *c, uint32_t client, bool paused)
 	c->urgent = true;
 }
 
+void ve_coord_client_drained(struct ve_coord *c, uint32_t client)
+{
+	if (client >= c->rq.nclients)
+		return;
+	struct grant_client *g = &c->gc[client];
+	g->rep.busy_leaves &= leaves_of(c, g->entry);
+	if (g->closing) {
+		reclaim_sample(c, coord_now(c) - g->close_ns);
+		g->closing = 0;
+		c->urgent = true; /* someone may wait for these leaves */
+	}
+}
+
 bool ve_coord_contended(const struct ve_coord *c, uint32_t client)
 {
 	for (uint32_t k = 0; k < c->rq.nclients; k++)

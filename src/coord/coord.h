@@ -129,6 +129,9 @@ int ve_coord_tick(struct ve_coord *c, bool force);
  * pause(true) also keeps it out of the grants until pause(false). */
 void ve_coord_client_forget(struct ve_coord *c, uint32_t client);
 void ve_coord_client_pause(struct ve_coord *c, uint32_t client, bool paused);
+/* The client has nothing in flight and will read its grant before it submits
+ * again (it sleeps): what was taken from it is drained now. */
+void ve_coord_client_drained(struct ve_coord *c, uint32_t client);
 /* Another client is registered (and could want SMs back at any tick). */
 bool ve_coord_contended(const struct ve_coord *c, uint32_t client);
 /* A measured run time of an op the client bound itself: refines T(key, m). */

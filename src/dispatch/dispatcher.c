@@ -1254,9 +1254,15 @@ static void *dispatcher_main(void *arg)
 		 * with ve_dispatcher_notify (which reads 'sleeping' after bumping). */
 		atomic_store_explicit(&d->sleeping, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&d->wake_word, memory_order_seq_cst) == seen) {
+			/* Nothing in flight: the coordinator may hand this process's
+			 * SMs on without waiting for a report from it (link idle). */
+			if (d->link.ops->idle)
+				L_CALL(d, idle, true);
 			d->st.sleeps++;
 			ve__futex_wait(&d->wake_word, seen, IDLE_WAIT, 1);
 			d->st.wakeups++;
+			if (d->link.ops->idle)
+				L_CALL(d, idle, false);
 		}
 		atomic_store_explicit(&d->sleeping, 0, memory_order_relaxed);
 		idle = 0;

@@ -61,6 +61,11 @@ struct ve_link_ops {
 	/* A measured run time of an op bound in grant mode (profiles learn
 	 * T(key, m) from it); NULL where the coordinator does not learn. */
 	void (*observe)(void *impl, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns);
+	/* The dispatcher sleeps with nothing in flight (true) or woke (false),
+	 * before its next look at the grant: a coordinator in another process
+	 * can then take this process's grant without waiting for it to report
+	 * the SMs drained (it sleeps, so it has nothing there). NULL: none. */
+	void (*idle)(void *impl, bool idle);
 
 	/* Below: not on the dispatch path. Call them from the dispatcher's
 	 * thread or with the dispatcher stopped (the owner's calls, like the

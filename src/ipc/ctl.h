@@ -395,7 +395,13 @@ struct ve_ved_words {
 	_Atomic uint32_t op_us; /* struct ve_client_demand.op_us */
 	uint32_t rsvd2;
 	_Atomic uint64_t binds, done; /* cumulative ops bound to grants / completed */
-	uint32_t rsvd3[10];
+	/* 1 while the client's dispatcher sleeps with nothing in flight. It
+	 * stores 0 (seq_cst) before it reads the grant again; ved loads it
+	 * (seq_cst) after it stored a grant that takes SMs away: either ved sees
+	 * 0 and waits for the report as usual, or the client sees the new grant
+	 * (Dekker, as daemon_sleeping). Seeing 1, ved frees those SMs at once. */
+	_Atomic uint32_t client_idle;
+	uint32_t rsvd3[9];
 };
 _Static_assert(sizeof(struct ve_ved_words) == 384, "ved words");
 

@@ -1082,21 +1082,21 @@ static int l_report(void *impl, uint32_t client, const struct ve_grant_report *r
 	r->rep_valid = true;
 	uint32_t seq = atomic_load_explicit(&w->rep_seq, memory_order_relaxed);
 	atomic_store_explicit(&w->rep_seq, seq + 1, memory_order_relaxed);
-	/* R (the odd value is visible before any field changes). */
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&w->ready, dm->ready, memory_order_relaxed);
-	atomic_store_explicit(&w->inflight, dm->inflight, memory_order_relaxed);
-	atomic_store_explicit(&w->want_sms, dm->want_sms, memory_order_relaxed);
-	atomic_store_explicit(&w->min_sms, dm->min_sms, memory_order_relaxed);
-	atomic_store_explicit(&w->flags, dm->flags, memory_order_relaxed);
-	atomic_store_explicit(&w->entry, dm->entry, memory_order_relaxed);
-	atomic_store_explicit(&w->active_ns, dm->active_ns, memory_order_relaxed);
-	atomic_store_explicit(&w->deadline_ns, dm->deadline_ns, memory_order_relaxed);
-	atomic_store_explicit(&w->ack_gen, ack, memory_order_relaxed);
-	atomic_store_explicit(&w->busy_leaves, rep->busy_leaves, memory_order_relaxed);
-	atomic_store_explicit(&w->op_us, dm->op_us, memory_order_relaxed);
-	atomic_store_explicit(&w->binds, rep->binds, memory_order_relaxed);
-	atomic_store_explicit(&w->done, rep->done, memory_order_relaxed);
+	/* Each field is a release store: a reader that sees a new value (an
+	 * acquire load) also sees the odd sequence number stored before it. */
+	atomic_store_explicit(&w->ready, dm->ready, memory_order_release);
+	atomic_store_explicit(&w->inflight, dm->inflight, memory_order_release);
+	atomic_store_explicit(&w->want_sms, dm->want_sms, memory_order_release);
+	atomic_store_explicit(&w->min_sms, dm->min_sms, memory_order_release);
+	atomic_store_explicit(&w->flags, dm->flags, memory_order_release);
+	atomic_store_explicit(&w->entry, dm->entry, memory_order_release);
+	atomic_store_explicit(&w->active_ns, dm->active_ns, memory_order_release);
+	atomic_store_explicit(&w->deadline_ns, dm->deadline_ns, memory_order_release);
+	atomic_store_explicit(&w->ack_gen, ack, memory_order_release);
+	atomic_store_explicit(&w->busy_leaves, rep->busy_leaves, memory_order_release);
+	atomic_store_explicit(&w->op_us, dm->op_us, memory_order_release);
+	atomic_store_explicit(&w->binds, rep->binds, memory_order_release);
+	atomic_store_explicit(&w->done, rep->done, memory_order_release);
 	/* R (pairs with ved's acquire load of the even value). */
 	atomic_store_explicit(&w->rep_seq, seq + 2, memory_order_release);
 	if (waiting || (dm->ready && dm->entry == VE_POOL_NONE) ||
@@ -1135,6 +1135,13 @@ static void l_observe(void *impl, uint32_t client, uint16_t entry, uint64_t key,
 	push(r, &rec, 1);
 }
 
+static void l_idle(void *impl, bool idle)
+{
+	struct ve_remote *r = impl;
+	if (r->conn)
+		atomic_store_explicit(&r->conn->w->client_idle, idle ? 1 : 0, memory_order_seq_cst);
+}
+
 static const struct ve_link_ops remote_ops = {
     .name = "ved",
     .client_add = l_client_add,
@@ -1157,6 +1164,7 @@ static const struct ve_link_ops remote_ops = {
     .tick = l_tick,
     .contended = l_contended,
     .observe = l_observe,
+    .idle = l_idle,
 };
 
 /* ------------------------------------------------------------------ helper thread */

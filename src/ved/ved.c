@@ -1359,20 +1359,19 @@ static int grants(struct ved *d, uint64_t now)
 			continue;
 		struct ve_grant_report r;
 		memset(&r, 0, sizeof(r));
-		r.demand.ready = atomic_load_explicit(&w->ready, memory_order_relaxed);
-		r.demand.inflight = atomic_load_explicit(&w->inflight, memory_order_relaxed);
-		r.demand.want_sms = atomic_load_explicit(&w->want_sms, memory_order_relaxed);
-		r.demand.min_sms = atomic_load_explicit(&w->min_sms, memory_order_relaxed);
-		r.demand.flags = atomic_load_explicit(&w->flags, memory_order_relaxed);
-		r.demand.entry = (uint16_t)atomic_load_explicit(&w->entry, memory_order_relaxed);
-		r.demand.active_ns = atomic_load_explicit(&w->active_ns, memory_order_relaxed);
-		r.demand.deadline_ns = atomic_load_explicit(&w->deadline_ns, memory_order_relaxed);
-		r.ack_gen = atomic_load_explicit(&w->ack_gen, memory_order_relaxed);
-		r.busy_leaves = atomic_load_explicit(&w->busy_leaves, memory_order_relaxed);
-		uint32_t op_us = atomic_load_explicit(&w->op_us, memory_order_relaxed);
+		r.demand.ready = atomic_load_explicit(&w->ready, memory_order_acquire);
+		r.demand.inflight = atomic_load_explicit(&w->inflight, memory_order_acquire);
+		r.demand.want_sms = atomic_load_explicit(&w->want_sms, memory_order_acquire);
+		r.demand.min_sms = atomic_load_explicit(&w->min_sms, memory_order_acquire);
+		r.demand.flags = atomic_load_explicit(&w->flags, memory_order_acquire);
+		r.demand.entry = (uint16_t)atomic_load_explicit(&w->entry, memory_order_acquire);
+		r.demand.active_ns = atomic_load_explicit(&w->active_ns, memory_order_acquire);
+		r.demand.deadline_ns = atomic_load_explicit(&w->deadline_ns, memory_order_acquire);
+		r.ack_gen = atomic_load_explicit(&w->ack_gen, memory_order_acquire);
+		r.busy_leaves = atomic_load_explicit(&w->busy_leaves, memory_order_acquire);
+		uint32_t op_us = atomic_load_explicit(&w->op_us, memory_order_acquire);
 		r.demand.op_us = (uint16_t)(op_us > 65535 ? 65535 : op_us);
-		/* A (the fields are read before seq is read again). */
-		atomic_thread_fence(memory_order_acquire);
+		/* The field loads are acquires: seq is read again after them. */
 		if (atomic_load_explicit(&w->rep_seq, memory_order_relaxed) != s1)
 			continue; /* torn: the client is writing; next pass */
 		c->rep_seen = s1;
@@ -1404,15 +1403,21 @@ static int grants(struct ved *d, uint64_t now)
 		uint64_t word = (gen << 16) | e;
 		if (word != c->grant_pub) {
 			/* R (pairs with the client's acquire load). */
-			atomic_store_explicit(&c->w->grant, word, memory_order_release);
+			atomic_store_explicit(&c->w->grant, word, memory_order_seq_cst);
 			c->grant_pub = word;
 			work++;
+
 			if (e != VE_POOL_NONE && c->wait_since) {
 				ve_serve_grant_activity(d->srv, id, 0, 0,
 							VE_MAX(now - c->wait_since, 1ull));
 				c->wait_since = 0;
 			}
 		}
+		/* A client asleep with nothing in flight reads its grant (stored
+		 * above or earlier) before it submits again (ctl.h, client_idle):
+		 * whatever was taken from it is drained. */
+		if (atomic_load_explicit(&c->w->client_idle, memory_order_seq_cst))
+			ve_coord_client_drained(co, id);
 		uint32_t ct = n > 1;
 		if (ct != c->contended_pub) {
 			atomic_store_explicit(&c->w->contended, ct, memory_order_relaxed);
