@@ -113,6 +113,8 @@ int ve_dispatcher_hint(struct ve_dispatcher *d, const struct ve_hint *h);
 
 int ve_dispatcher_start(struct ve_dispatcher *d);
 void ve_dispatcher_stop(struct ve_dispatcher *d);
+/* The dispatcher thread's own counters, unsynchronized: read them with the
+ * thread stopped (or from it). */
 void ve_dispatcher_stats(struct ve_dispatcher *d, struct ve_dispatcher_stats *st);
 /* Grant state, waiting ops and lanes with work, for stuck-state dumps. Read
  * from the dispatcher's own thread (or with it stopped). */

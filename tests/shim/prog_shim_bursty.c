@@ -6,14 +6,42 @@
  * request; exits non-zero if a request takes longer than VETEST_MAX_MS
  * (default 5000): under ved beside a busy client it must keep being
  * served (tests/shim/test_shim_ved.c, shim_ved_latency_beside_busy).
+ * VETEST_CLUSTER=N launches one kernel of each token with a thread-block
+ * cluster of N (the shim gives clusters larger than 2 the whole GPU, as
+ * the H200 decode server's kernels may need).
  */
 #include "prog_shim.h"
+
+/* One add through cuLaunchKernelEx with a cluster of n blocks (the grid is
+ * n blocks, one cluster; the kernel adds once per launch). */
+static void add_cluster(CUstream s, CUdeviceptr p, uint32_t a, unsigned n)
+{
+	uint32_t one = 1;
+	void *args[] = {&p, &one, &a};
+	CUlaunchAttribute at[1];
+	memset(at, 0, sizeof(at));
+	at[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+	at[0].value.clusterDim.x = n;
+	at[0].value.clusterDim.y = 1;
+	at[0].value.clusterDim.z = 1;
+	CUlaunchConfig cfg = {0};
+	cfg.gridDimX = n;
+	cfg.gridDimY = cfg.gridDimZ = 1;
+	cfg.blockDimX = 32;
+	cfg.blockDimY = cfg.blockDimZ = 1;
+	cfg.hStream = s;
+	cfg.attrs = at;
+	cfg.numAttrs = 1;
+	CK(cuLaunchKernelEx(&cfg, f_add, args, NULL));
+}
 
 int main(void)
 {
 	setup_common();
 	const char *e = getenv("VETEST_MAX_MS");
 	double max_ms = e ? atof(e) : 5000.0;
+	const char *c = getenv("VETEST_CLUSTER");
+	unsigned cluster = c ? (unsigned)atoi(c) : 0;
 	CUstream s;
 	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CUdeviceptr p = dalloc(sizeof(uint32_t));
@@ -23,7 +51,10 @@ int main(void)
 		uint64_t t0 = now_ns();
 		for (int tok = 0; tok < 32; tok++) {
 			for (int k = 0; k < 6; k++) {
-				add(s, p, 1, 1);
+				if (cluster > 1 && k == 3)
+					add_cluster(s, p, 1, cluster);
+				else
+					add(s, p, 1, 1);
 				want++;
 			}
 			CK(cuStreamSynchronize(s));

@@ -221,7 +221,7 @@ VE_TEST(shim_ved_two)
  * busy batch process, both through ved in grant mode: the server keeps
  * being served (a grant target that moved every tick starved it on the GPU:
  * 53,000 grant changes in a minute, no request finished). */
-VE_TEST(shim_ved_latency_beside_busy)
+static void latency_beside_busy(const char *cluster_env)
 {
 	SH_PROG(busy, "prog_shim_busy");
 	SH_PROG(bursty, "prog_shim_bursty");
@@ -244,6 +244,7 @@ VE_TEST(shim_ved_latency_beside_busy)
 	o.seed = 6;
 	o.env[3] = "VE_CLASS=latency";
 	o.env[4] = "VETEST_MAX_MS=20000"; /* a bound that catches a starved server, sanitizers too */
+	o.env[5] = cluster_env;
 	const char *argv[] = {bursty, NULL};
 	sh_run(argv, &o, &g_res);
 	if (g_res.rc)
@@ -254,6 +255,19 @@ VE_TEST(shim_ved_latency_beside_busy)
 	VE_CHECK(strstr(g_res.out, "bursty: slowest request") != NULL);
 	VE_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the busy client failed");
 	VE_CHECK_EQ(stop_ved(), 0);
+}
+
+VE_TEST(shim_ved_latency_beside_busy)
+{
+	latency_beside_busy(NULL);
+}
+
+/* The same with one launch per token in a thread-block cluster of 4, which
+ * the shim gives the whole GPU: the server's grant must reach the root
+ * while the busy client holds SMs, and keep being served. */
+VE_TEST(shim_ved_latency_clusters_beside_busy)
+{
+	latency_beside_busy("VETEST_CLUSTER=4");
 }
 
 VE_TEST(shim_ved_dies)
