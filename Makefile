@@ -43,6 +43,10 @@ DAEMON   := $(if $(DAEMON_SRC),$(BUILD)/ved)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# The fault-injection suite (tests/fault): harness tests like the unit tests,
+# plus programs and a stub driver that need cuda.h (below).
+FAULT_SRC := $(wildcard tests/fault/test_*.c)
+FAULT_BIN := $(FAULT_SRC:tests/fault/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -59,6 +63,8 @@ SHIMT_SRC := $(wildcard tests/shim/test_*.c)
 SHIMT_BIN := $(SHIMT_SRC:tests/shim/%.c=$(BUILD)/tests/%)
 SHIMP_SRC := $(wildcard tests/shim/prog_*.c)
 SHIMP_BIN := $(SHIMP_SRC:tests/shim/%.c=$(BUILD)/tests/%)
+FAULTP_SRC := $(wildcard tests/fault/prog_*.c)
+FAULTP_BIN := $(FAULTP_SRC:tests/fault/%.c=$(BUILD)/tests/%) $(BUILD)/fault/libcuda_old.so
 endif
 
 ALL := $(LIB) $(TOOLS) $(DAEMON) $(SHIM_LIB) $(FAKE_LIB)
@@ -86,6 +92,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/tests/test_fault_%: $(BUILD)/obj/tests/fault/test_fault_%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -104,6 +114,16 @@ $(BUILD)/fakecuda/libcuda.so.1: $(FAKE_SRC:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/tests/prog_%: $(BUILD)/obj/tests/shim/prog_%.o $(FAKE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
+
+# Fault programs link against libve.so itself, found next to the tests folder.
+$(BUILD)/tests/prog_fault_%: $(BUILD)/obj/tests/fault/prog_fault_%.o $(SHIM_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD) -lve -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+
+# A driver too old for Vitamin-E (no cuGetProcAddress_v2).
+$(BUILD)/fault/libcuda_old.so: tests/fault/olddrv.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror $< -o $@
 
 # Harness tests that drive the CUDA backend directly (against the fake driver).
 CUDA_BACKEND_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/backend/cuda*.c))
@@ -138,9 +158,9 @@ $(BUILD)/tests/test_policy_ext: | $(BUILD)/tests/ext_policy.so
 layering:
 	@tests/layering.sh
 
-TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN)
+TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN) $(FAULT_BIN)
 
-test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(BENCH_BIN)
+test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(FAULTP_BIN) $(BENCH_BIN)
 	@VE_BUILD=$(BUILD) tests/run.sh --label "$(if $(SAN),[$(SAN)],[plain])" $(TEST_RUN_ARGS) $(TEST_BINS)
 
 # CI entry point: three builds, one closing total line.

@@ -194,6 +194,11 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 static int start_runtime(struct ve_shim *S)
 {
 	char err[512] = "";
+	if (!ve__real.cuInit || !ve__real.cuDeviceGet || !ve__real.cuDevicePrimaryCtxRetain ||
+	    !ve__real.cuCtxGetCurrent) {
+		VE_WARN("the CUDA driver lacks the context calls Vitamin-E needs (too old)");
+		return -ENOTSUP;
+	}
 	CUresult r = ve__real.cuInit(0); /* no-op if the app already did it */
 	if (r == CUDA_SUCCESS)
 		r = ve__real.cuDeviceGet(&S->dev, S->cfg.device);
