@@ -421,6 +421,18 @@ static void usage(FILE *f)
 		"The socket defaults to ved's for the device (docs/daemon.md).\n");
 }
 
+/* A whole number in [lo, hi], or a message and -1 (no atoi: "abc" is not 0). */
+static long parse_count(const char *opt, const char *v, long lo, long hi)
+{
+	uint64_t u;
+	if (ve__parse_u64(v, &u) || u < (uint64_t)lo || u > (uint64_t)hi) {
+		fprintf(stderr, "ve-ctl: %s %s: must be a whole number in [%ld, %ld]\n", opt, v, lo,
+			hi);
+		return -1;
+	}
+	return (long)u;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -440,7 +452,8 @@ int main(int argc, char **argv)
 			sock = optarg;
 			break;
 		case 'd':
-			device = atoi(optarg);
+			if ((device = (int)parse_count("--device", optarg, 0, 1024)) < 0)
+				return 2;
 			break;
 		case 'j':
 			g_json = true;
@@ -449,7 +462,8 @@ int main(int argc, char **argv)
 			all = true;
 			break;
 		case 'n':
-			iters = atol(optarg);
+			if ((iters = parse_count("-n", optarg, 1, 1000000000)) < 0)
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);
@@ -468,14 +482,18 @@ int main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "s:d:jan:", opts, NULL)) != -1) {
 		if (o == 's')
 			sock = optarg;
-		else if (o == 'd')
-			device = atoi(optarg);
+		else if (o == 'd') {
+			if ((device = (int)parse_count("--device", optarg, 0, 1024)) < 0)
+				return 2;
+		}
 		else if (o == 'j')
 			g_json = true;
 		else if (o == 'a')
 			all = true;
-		else if (o == 'n')
-			iters = atol(optarg);
+		else if (o == 'n') {
+			if ((iters = parse_count("-n", optarg, 1, 1000000000)) < 0)
+				return 2;
+		}
 		else {
 			usage(stderr);
 			return 2;
