@@ -155,12 +155,23 @@ $(BUILD)/tests/ext_policy.so: tests/policy/ext_policy.c include/ve/ve_policy.h i
 
 $(BUILD)/tests/test_policy_ext: | $(BUILD)/tests/ext_policy.so
 
+# Policies that defer forever, per op and in grant mode (the bind deadline's tests).
+$(BUILD)/fault/defer_policy.so: tests/fault/defer_policy.c include/ve/ve_policy.h include/ve/ve_pool.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -Iinclude $< -o $@
+
+$(BUILD)/fault/nogrant_policy.so: tests/fault/defer_policy.c include/ve/ve_policy.h include/ve/ve_pool.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -DWITH_GRANT -Iinclude $< -o $@
+
+FAULT_SO := $(BUILD)/fault/defer_policy.so $(BUILD)/fault/nogrant_policy.so
+
 layering:
 	@tests/layering.sh
 
 TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN) $(FAULT_BIN)
 
-test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(FAULTP_BIN) $(BENCH_BIN)
+test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(FAULTP_BIN) $(FAULT_SO) $(BENCH_BIN)
 	@VE_BUILD=$(BUILD) tests/run.sh --label "$(if $(SAN),[$(SAN)],[plain])" $(TEST_RUN_ARGS) $(TEST_BINS)
 
 # CI entry point: three builds, one closing total line.
