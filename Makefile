@@ -134,14 +134,20 @@ $(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(CUDA_BACKEND
 endif
 
 # Checks of the tree itself, run once (in the plain build): the layer order
-# of the sources (tests/layering.sh) and public headers that compile alone
-# (tests/public_headers.sh). Each runs through a wrapper in the build's test
+# of the sources (tests/layering.sh), public headers that compile alone
+# (tests/public_headers.sh) and every VE_* variable listed and documented
+# (tests/knobs.sh). Each runs through a wrapper in the build's test
 # folder, so the runner counts it like any test binary.
-TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers)
+TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers \
+	$(BUILD)/tests/test_knobs)
 
 $(BUILD)/tests/test_layering: tests/layering.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec "%s/tests/layering.sh"\n' "$(CURDIR)" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_knobs: tests/knobs.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/knobs.sh" "%s"\n' "$(CURDIR)" "$(CURDIR)" >$@ && chmod +x $@
 
 $(BUILD)/tests/test_public_headers: tests/public_headers.sh
 	@mkdir -p $(dir $@)
