@@ -92,6 +92,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# The soak (tests/soak): its driver and its simulated-GPU client.
+SOAK_BIN := $(BUILD)/tests/ve_soak $(BUILD)/tests/soak_client
+$(SOAK_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/soak/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/tests/test_fault_%: $(BUILD)/obj/tests/fault/test_fault_%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -177,7 +183,7 @@ layering:
 
 TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN) $(FAULT_BIN)
 
-test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(FAULTP_BIN) $(FAULT_SO) $(BENCH_BIN)
+test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(FAULTP_BIN) $(FAULT_SO) $(SOAK_BIN) $(BENCH_BIN)
 	@VE_BUILD=$(BUILD) tests/run.sh --label "$(if $(SAN),[$(SAN)],[plain])" $(TEST_RUN_ARGS) $(TEST_BINS)
 
 # CI entry point: three builds, one closing total line.
