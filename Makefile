@@ -126,6 +126,11 @@ $(BUILD)/tests/prog_fault_%: $(BUILD)/obj/tests/fault/prog_fault_%.o $(SHIM_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD) -lve -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
+# ... except prog_fault_driver, a program of the fake driver like tests/shim's.
+$(BUILD)/tests/prog_fault_driver: $(BUILD)/obj/tests/fault/prog_fault_driver.o $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
+
 # A driver too old for Vitamin-E (no cuGetProcAddress_v2).
 $(BUILD)/fault/libcuda_old.so: tests/fault/olddrv.c
 	@mkdir -p $(dir $@)
