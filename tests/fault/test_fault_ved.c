@@ -16,6 +16,8 @@
  *   ved_open_folder       a folder others can write: refused
  *   ved_refusal_readable  a refusal right at accept is read as text, not
  *                         as ECONNRESET
+ *   ved_garbage           malformed, truncated, oversized control messages,
+ *                         stray fds: refused, ved stays up and serves
  *   ved_idle_flood        a user of ved's group opens 170 idle connections:
  *                         capped per uid, each refusal readable, the owner
  *                         still gets through, the idle ones close at the
@@ -23,6 +25,8 @@
  */
 #include "../harness.h"
 #include "fault_util.h"
+
+#include "ipc/fdpass.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -330,4 +334,95 @@ VE_TEST(ved_idle_flood)
 	const struct ve_ctl_status *m = fu_status(fu_ved_sock);
 	VE_CHECK(m && m->hello_timeouts >= (uint64_t)counts[0]);
 	VE_CHECK_EQ(fu_ved_stop(), 0);
+}
+
+/* Control messages of every malformed shape, over real sockets: random
+ * bytes, truncated and lying headers, oversized and empty datagrams, file
+ * descriptors nobody asked for, HELLOs out of range, a second HELLO. ved
+ * refuses each, stays up with its self-check on, and serves a real client
+ * afterwards (ved_garbage). */
+VE_TEST(ved_garbage)
+{
+	FU_VED("garbage", "VE_VED_POLICY=tput", "VE_VED_HELLO_TIMEOUT_MS=300");
+	uint64_t r = ve_test_seed(0x6a7b);
+	printf("# VE_SEED=%llu\n", (unsigned long long)r);
+	static uint8_t big[VE_CTL_MAX_MSG + 4096];
+	for (int i = 0; i < 600; i++) {
+		int fd = ve_ctl_connect(fu_ved_sock);
+		VE_CHECK_MSG(fd >= 0, "ved stopped accepting after %d connections", i);
+		union {
+			uint8_t b[4096];
+			struct ve_ctl_hello h;
+			uint64_t align;
+		} m;
+		memset(&m, 0, sizeof(m));
+		ve_ctl_hdr_init(&m.h.h, VE_CTL_HELLO, sizeof(m.h));
+		m.h.ipc_version = 1;
+		m.h.nleaves = 16;
+		for (int k = 0; k < 16; k++)
+			m.h.leaf_sms[k] = k < 15 ? 8 : 12;
+		size_t len = sizeof(m.h);
+		uint32_t how = (uint32_t)(ve_test_rand(&r) % 9);
+		switch (how) {
+		case 0:
+			len = 1 + ve_test_rand(&r) % sizeof(m.b);
+			for (size_t k = 0; k < len; k++)
+				m.b[k] = (uint8_t)ve_test_rand(&r);
+			break;
+		case 1:
+			len = ve_test_rand(&r) % sizeof(m.h); /* truncated, 0 included */
+			break;
+		case 2:
+			m.h.h.len = (uint32_t)(ve_test_rand(&r) % 70000);
+			break;
+		case 3:
+			m.b[ve_test_rand(&r) % sizeof(m.h)] ^= (uint8_t)(1u << (ve_test_rand(&r) % 8));
+			break;
+		case 4:
+			m.h.nleaves = 0;
+			break;
+		case 5:
+			send(fd, big, sizeof(big), MSG_NOSIGNAL | MSG_DONTWAIT); /* oversized */
+			len = 0;
+			break;
+		case 6: { /* a file descriptor ved never asked for, then a HELLO */
+			int devnull = open("/dev/null", O_RDONLY);
+			ve_fd_send(fd, devnull, &m.h, sizeof(m.h));
+			close(devnull);
+			len = 0;
+			break;
+		}
+		case 7: /* the version of another release */
+			m.h.h.version = 99;
+			break;
+		default: /* a request, then a HELLO on the same connection */
+			break;
+		}
+		if (how == 8) {
+			struct ve_ctl_status_req q;
+			memset(&q, 0, sizeof(q));
+			ve_ctl_hdr_init(&q.h, VE_CTL_STATUS_REQ, sizeof(q));
+			ve_ctl_send(fd, &q, sizeof(q));
+		}
+		if (len)
+			send(fd, m.b, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (i % 50 == 0) /* sometimes wait for the answer or the hang-up */
+			ve_ctl_recv(fd, fu_msg.b, sizeof(fu_msg.b), NULL, 1000);
+		close(fd);
+	}
+	const struct ve_ctl_status *m = fu_status(fu_ved_sock);
+	VE_CHECK_MSG(m != NULL, "no status after the garbage");
+	printf("# %llu refused, %llu closed at the HELLO deadline\n", (unsigned long long)m->refused,
+	       (unsigned long long)m->hello_timeouts);
+	/* A real client still works. */
+	SH_PROG(path, "prog_shim_streams");
+	char daemon[200];
+	snprintf(daemon, sizeof(daemon), "VE_DAEMON=%s", fu_ved_sock);
+	const char *argv[] = {path, "chains", NULL};
+	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 12, .env = {daemon}};
+	SH_RUN_OK(argv, &o);
+	int rc = fu_ved_stop();
+	if (rc)
+		fu_ved_dump_log();
+	VE_CHECK_EQ(rc, 0);
 }
