@@ -5,7 +5,8 @@
  *
  *   ve_soak [--seconds S] [--sim-clients N] [--fake-clients N] [--cmd CMD]...
  *        [--cmd-timeout S] [--fault-ms MS] [--policy P] [--seed N]
- *        [--out DIR] [--json FILE] [--machine TEXT] [--no-faults] [--quiet]
+ *        [--out DIR] [--json FILE] [--machine TEXT] [--client-env NAME=V]...
+ *        [--ved-env VE_VED_KEY=V]... [--no-faults] [--quiet]
  *
  * Clients, each restarted when it ends until the time is up:
  *   sim    tests/soak/soak_client.c: a simulated GPU of its own, rounds of
@@ -86,6 +87,8 @@ static struct {
 	int nsim, nfake, ncmd;
 	const char *cmds[MAX_CMDS];
 	const char *policy, *json, *machine;
+	const char *client_env[16], *ved_env[8];
+	int nclient_env, nved_env;
 	char out[256];
 	bool faults, quiet;
 } O = {.seconds = 60, .fault_ms = 700, .cmd_timeout = 600, .seed = 1, .nsim = 4, .nfake = 2,
@@ -174,13 +177,15 @@ static void ved_start(void)
 					  "VE_VED_WATCHDOG_MS=2000",  "VE_VED_STATS_INTERVAL=0",
 					  "VE_VED_LOG_LEVEL=info",    "VE_VED_MAX_CLIENTS=64",
 					  NULL,			      NULL};
-	const char *e[12];
+	const char *e[24];
 	int n = 0;
 	for (; env[n]; n++)
 		e[n] = env[n];
 	char pol[300];
 	snprintf(pol, sizeof(pol), "VE_VED_POLICY=%s", O.policy);
 	e[n++] = pol;
+	for (int i = 0; i < O.nved_env; i++)
+		e[n++] = O.ved_env[i]; /* later ones win (setenv in order) */
 	e[n] = NULL;
 	g_vpid = vh_start(g_ved, g_sock, g_log, e);
 	if (g_vpid <= 0) {
@@ -378,6 +383,9 @@ static int spawn(struct client *c, int kind)
 		build_env(env + ne, &nb, bufs[0], sizeof(bufs[0]),
 			  rnd(2) ? "VE_BIND=op" : "VE_BIND=grant");
 	}
+	/* The caller's settings last: they override ours. */
+	for (int i = 0; i < O.nclient_env && ne + nb < 510; i++)
+		env[ne + nb++] = (char *)O.client_env[i];
 	env[ne + nb] = NULL;
 	fflush(stdout);
 	pid_t pid = fork();
@@ -615,7 +623,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ve_soak [--seconds S] [--sim-clients N] [--fake-clients N] [--cmd CMD]...\n"
 		"               [--cmd-timeout S] [--fault-ms MS] [--policy P] [--seed N] [--out DIR]\n"
-		"               [--json FILE] [--machine TEXT] [--no-faults] [--quiet]\n"
+		"               [--json FILE] [--machine TEXT] [--client-env NAME=V]...\n"
+		"               [--ved-env VE_VED_KEY=V]... [--no-faults] [--quiet]\n"
 		"Many clients through one ved with random faults; see tests/soak/ve_soak.c.\n");
 }
 
@@ -716,6 +725,11 @@ int main(int argc, char **argv)
 			O.json = v;
 		else if (!strcmp(a, "--machine") && *v)
 			O.machine = v;
+		else if (!strcmp(a, "--client-env") && strchr(v, '=') && O.nclient_env < 16)
+			O.client_env[O.nclient_env++] = v;
+		else if (!strcmp(a, "--ved-env") && !strncmp(v, "VE_VED_", 7) && strchr(v, '=') &&
+			 O.nved_env < 8)
+			O.ved_env[O.nved_env++] = v;
 		else {
 			fprintf(stderr, "soak: bad option %s %s\n", a, v);
 			usage(stderr);
