@@ -16,6 +16,8 @@
  *   prog_fault_driver fault    one launch faults on the device: every later
  *                              synchronizing call reports the sticky error
  *                              (FAKECUDA_FAULT_CODE, e.g. 719, launch failed)
+ *   prog_fault_driver slow     one kernel that runs 1.5 s (a stuck lane for
+ *                              the watchdog, test_fault_watchdog)
  * Exits 0 when every check held. See tests/shim/prog_shim.h for the rest.
  */
 #include "../shim/prog_shim.h"
@@ -92,6 +94,12 @@ int main(int argc, char **argv)
 			CHECKF(rr == CUDA_SUCCESS ? v == 19 : rr == (CUresult)want,
 			       "read back %s, value %u", ename(rr), v);
 		}
+	} else if (strcmp(mode, "slow") == 0) {
+		/* One kernel that runs 1.5 s: a lane without progress for that long. */
+		CUdeviceptr b = dalloc(4);
+		slow_set(s, b, 5, 1500);
+		CK(cuStreamSynchronize(s));
+		CHECK(read_u32(b) == 5);
 	} else {
 		fprintf(stderr, "unknown mode %s\n", mode);
 		return 2;

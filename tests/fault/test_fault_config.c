@@ -12,7 +12,8 @@
  *                         warning, or status 78 under VE_STRICT=1
  *   unwritable_outputs    VE_TRACE / VE_PROFILE_OUT that cannot be written:
  *                         refused at start (shim: error + pass-through;
- *                         ve-run: status 2 before the program runs)
+ *                         ve-run and ve-profile -o: status 2 before the
+ *                         program runs)
  *   misspelt_knob         VE_WINDWO=3: a warning naming VE_WINDOW
  *   ved_config_lines      a commented-out line over 1022 bytes no longer
  *                         turns a key on: refused with its line number; a
@@ -124,6 +125,15 @@ VE_TEST(unwritable_outputs)
 	const char *argv2[] = {sh_verun, "--profile-out", "/dev/null/p.txt", path, "chains", NULL};
 	sh_run(argv2, &o, &R);
 	VE_CHECK_EQ(R.rc, 2);
+	/* ve-profile -o likewise, before the (long) profiling run. */
+	FU_BIN(prof, "ve-profile");
+	const char *argv3[] = {prof, "-o", "/nonexistent-dir/app.profile", "--", path, "chains",
+			       NULL};
+	sh_run(argv3, &o, &R);
+	if (R.rc != 2)
+		sh_dump(&R);
+	VE_CHECK_EQ(R.rc, 2);
+	VE_CHECK(strstr(R.out, "cannot write there") && !strstr(R.out, "launch-log"));
 }
 
 VE_TEST(misspelt_knob)

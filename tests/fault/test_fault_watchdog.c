@@ -9,6 +9,9 @@
  *                        grants nothing): the dispatcher's wait queue
  *   watchdog_ved         ved's coordinator (per-op); ve-ctl status counts
  *                        the ops the deadline bound
+ *   watchdog_stuck_lane  a kernel that runs longer than the deadline: its lane
+ *                        is reported once with the dispatcher's state, and
+ *                        the exit summary counts it
  *   watchdog_off_hangs   VE_WATCHDOG_MS=0 with that policy: nothing runs
  *                        (the program is killed at its time limit), which
  *                        is what the deadline is for
@@ -80,6 +83,28 @@ VE_TEST(watchdog_ved)
 	if (rc)
 		fu_ved_dump_log();
 	VE_CHECK_EQ(rc, 0);
+}
+
+VE_TEST(watchdog_stuck_lane)
+{
+	SH_PROG(path, "prog_fault_driver");
+	const char *argv[] = {path, "slow", NULL};
+	struct sh_opts o = {.shim = true,
+			    .expect_green = 1,
+			    .policy = "tput",
+			    .seed = 8,
+			    .timeout_s = 30,
+			    .env = {"VE_WATCHDOG_MS=300"}};
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	bool dumped = strstr(r.out, "no completion for") && strstr(r.out, "dispatcher:");
+	bool counted = strstr(r.out, "found 1 stuck lanes") != NULL;
+	if (r.rc != 0 || !dumped || !counted)
+		sh_dump(&r);
+	VE_CHECK_EQ(r.rc, 0);
+	VE_CHECK_MSG(dumped, "no dump of the stuck lane");
+	VE_CHECK_MSG(counted, "the exit summary does not count it");
+	VE_CHECK_EQ(sh_count(&r, "no completion for"), 1);
 }
 
 VE_TEST(watchdog_off_hangs)
