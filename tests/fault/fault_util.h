@@ -23,7 +23,7 @@
 			VE_SKIP(name " is not built");                                             \
 	} while (0)
 
-static char fu_dir[256];
+static char fu_dir[64];
 
 /* A scratch folder of this test process (mode 0700), made once. */
 static inline const char *fu_scratch(void)
