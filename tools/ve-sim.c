@@ -1248,9 +1248,10 @@ int main(int argc, char **argv)
 		fclose(f);
 	}
 	static struct scenario sc;
-	if (parse_scenario(&sc, text ? text : default_scenario, path ? path : "(embedded)"))
-		return 2;
+	int prc = parse_scenario(&sc, text ? text : default_scenario, path ? path : "(embedded)");
 	free(text);
+	if (prc)
+		return 2;
 	if (horizon > 0)
 		sc.horizon_ms = horizon;
 	if (window >= 0)

@@ -168,8 +168,12 @@ void ve_runtime_destroy(struct ve_runtime *rt)
 {
 	if (!rt)
 		return;
-	ve_dispatcher_destroy(rt->d); /* stops its thread first */
-	ve_link_destroy(&rt->link);   /* BYE to ved; NULL when embedded */
+	/* The ved link's helper thread wakes the dispatcher (its notify): it is
+	 * joined, with the link, before the dispatcher's memory goes. */
+	if (rt->d)
+		ve_dispatcher_stop(rt->d);
+	ve_link_destroy(&rt->link); /* BYE to ved; NULL when embedded */
+	ve_dispatcher_destroy(rt->d);
 	ve_trace_destroy(rt->trace);
 	free(rt);
 }

@@ -15,8 +15,9 @@ static struct sh_result R;
 VE_TEST(soak_short)
 {
 	FU_BIN(bin, "tests/ve_soak");
-	char out[300], json[320];
-	snprintf(out, sizeof(out), "%s/soak", fu_scratch());
+	/* Its logs next to the test's own log, kept for a look when it fails. */
+	char out[PATH_MAX + 32], json[320];
+	snprintf(out, sizeof(out), "%s/tests/soak_short-logs", sh_build);
 	snprintf(json, sizeof(json), "%s/soak.json", fu_scratch());
 	char seed[32];
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)ve_test_seed(11));

@@ -37,6 +37,7 @@
 #include "util/util.h"
 #include "../unit/ved_helper.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -753,6 +754,17 @@ int main(int argc, char **argv)
 	if (!O.out[0])
 		snprintf(O.out, sizeof(O.out), "/tmp/ve-soak-%d", (int)getpid());
 	mkdir(O.out, 0700);
+	/* Logs of an earlier run in the same folder would read as this one's. */
+	DIR *od = opendir(O.out);
+	for (struct dirent *de; od && (de = readdir(od));) {
+		if (strncmp(de->d_name, "client-", 7) && strcmp(de->d_name, "ved.log"))
+			continue;
+		char old[600];
+		snprintf(old, sizeof(old), "%s/%s", O.out, de->d_name);
+		unlink(old);
+	}
+	if (od)
+		closedir(od);
 	if (O.json && ve__path_writable(O.json)) {
 		fprintf(stderr, "soak: cannot write %s\n", O.json);
 		return 2;
