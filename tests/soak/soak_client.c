@@ -221,10 +221,10 @@ int main(int argc, char **argv)
 		total += (uint64_t)nops;
 		rounds++;
 	}
+	ve_runtime_stop(rt); /* the link's statistics are the dispatcher thread's */
 	struct ve_remote_stats rs = {0};
 	if (ve_runtime_remote(rt))
 		ve_remote_stats(ve_runtime_remote(rt), &rs);
-	ve_runtime_stop(rt);
 	ve_runtime_detach(rt, 0);
 	ve_runtime_destroy(rt);
 	ve_vctx_destroy(v);
