@@ -665,7 +665,7 @@ static void write_json(double secs)
 		(unsigned long long)(S.killed + S.ved_kills));
 	fprintf(f, "  \"date\": \"%s\",\n  \"machine\": \"%s\",\n  \"duration_s\": %.1f,\n", date,
 		machine, secs);
-	fprintf(f, "  \"tool\": \"tests/soak/soak.c\",\n  \"seed\": %llu,\n  \"policy\": \"%s\",\n",
+	fprintf(f, "  \"tool\": \"tests/soak/ve_soak.c\",\n  \"seed\": %llu,\n  \"policy\": \"%s\",\n",
 		(unsigned long long)O.seed, O.policy);
 	fprintf(f, "  \"clients\": {\"run\": %llu, \"ok\": %llu, \"killed\": %llu, \"sim\": %llu, "
 		   "\"fake\": %llu, \"cmd\": %llu, \"concurrent\": %d},\n",
