@@ -57,6 +57,10 @@ DAEMON   := $(if $(DAEMON_SRC),$(BUILD)/ved)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# The fault-injection suite (tests/fault): harness tests like the unit tests,
+# plus programs and a stub driver that need cuda.h (below).
+FAULT_SRC := $(wildcard tests/fault/test_*.c)
+FAULT_BIN := $(FAULT_SRC:tests/fault/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -73,6 +77,8 @@ SHIMT_SRC := $(wildcard tests/shim/test_*.c)
 SHIMT_BIN := $(SHIMT_SRC:tests/shim/%.c=$(BUILD)/tests/%)
 SHIMP_SRC := $(wildcard tests/shim/prog_*.c)
 SHIMP_BIN := $(SHIMP_SRC:tests/shim/%.c=$(BUILD)/tests/%)
+FAULTP_SRC := $(wildcard tests/fault/prog_*.c)
+FAULTP_BIN := $(FAULTP_SRC:tests/fault/%.c=$(BUILD)/tests/%) $(BUILD)/fault/libcuda_old.so
 endif
 
 ALL := $(LIB) $(TOOLS) $(DAEMON) $(SHIM_LIB) $(FAKE_LIB)
@@ -113,6 +119,16 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# The soak (tests/soak): its driver and its simulated-GPU client.
+SOAK_BIN := $(BUILD)/tests/ve_soak $(BUILD)/tests/soak_client
+$(SOAK_BIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/soak/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_fault_%: $(BUILD)/obj/tests/fault/test_fault_%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -132,6 +148,21 @@ $(BUILD)/tests/prog_%: $(BUILD)/obj/tests/shim/prog_%.o $(FAKE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
 
+# Fault programs link against libve.so itself, found next to the tests folder.
+$(BUILD)/tests/prog_fault_%: $(BUILD)/obj/tests/fault/prog_fault_%.o $(SHIM_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD) -lve -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+
+# ... except prog_fault_driver, a program of the fake driver like tests/shim's.
+$(BUILD)/tests/prog_fault_driver: $(BUILD)/obj/tests/fault/prog_fault_driver.o $(FAKE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< -o $@ -L$(BUILD)/fakecuda -lcuda $(LDLIBS)
+
+# A driver too old for Vitamin-E (no cuGetProcAddress_v2).
+$(BUILD)/fault/libcuda_old.so: tests/fault/olddrv.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror $< -o $@
+
 # Harness tests that drive the CUDA backend directly (against the fake driver).
 CUDA_BACKEND_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/backend/cuda*.c))
 
@@ -141,12 +172,13 @@ $(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(CUDA_BACKEND
 endif
 
 # Checks of the tree itself, run once (in the plain build): the layer order
-# of the sources (tests/layering.sh) and public headers that compile alone
-# (tests/public_headers.sh). Each runs through a wrapper in the build's test
+# of the sources (tests/layering.sh), public headers that compile alone
+# (tests/public_headers.sh) and every VE_* variable listed and documented
+# (tests/knobs.sh). Each runs through a wrapper in the build's test
 # folder, so the runner counts it like any test binary.
 TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers \
 	$(BUILD)/tests/test_install $(BUILD)/tests/test_ved_ops $(BUILD)/tests/test_deploy \
-	$(BUILD)/tests/test_cuda_api)
+	$(BUILD)/tests/test_cuda_api $(BUILD)/tests/test_knobs)
 
 $(BUILD)/tests/test_layering: tests/layering.sh
 	@mkdir -p $(dir $@)
@@ -156,6 +188,10 @@ $(BUILD)/tests/test_layering: tests/layering.sh
 $(BUILD)/tests/test_cuda_api: tests/cuda_api.sh $(SHIM_LIB)
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec "%s/tests/cuda_api.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(CURDIR)/$(BUILD)" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_knobs: tests/knobs.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/knobs.sh" "%s"\n' "$(CURDIR)" "$(CURDIR)" >$@ && chmod +x $@
 
 $(BUILD)/tests/test_public_headers: tests/public_headers.sh
 	@mkdir -p $(dir $@)
@@ -183,12 +219,23 @@ $(BUILD)/tests/ext_policy.so: tests/policy/ext_policy.c include/ve/ve_policy.h i
 
 $(BUILD)/tests/test_policy_ext: | $(BUILD)/tests/ext_policy.so
 
+# Policies that defer forever, per op and in grant mode (the bind deadline's tests).
+$(BUILD)/fault/defer_policy.so: tests/fault/defer_policy.c include/ve/ve_policy.h include/ve/ve_pool.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -Iinclude $< -o $@
+
+$(BUILD)/fault/nogrant_policy.so: tests/fault/defer_policy.c include/ve/ve_policy.h include/ve/ve_pool.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -DWITH_GRANT -Iinclude $< -o $@
+
+FAULT_SO := $(BUILD)/fault/defer_policy.so $(BUILD)/fault/nogrant_policy.so
+
 layering:
 	@tests/layering.sh
 
-TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN)
+TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN) $(FAULT_BIN)
 
-test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(BENCH_BIN)
+test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(FAULTP_BIN) $(FAULT_SO) $(SOAK_BIN) $(BENCH_BIN)
 	@VE_BUILD=$(BUILD) tests/run.sh --label "$(if $(SAN),[$(SAN)],[plain])" $(TEST_RUN_ARGS) $(TEST_BINS)
 
 # CI entry point: three builds, one closing total line.

@@ -112,6 +112,8 @@ static pid_t start_ved(void)
 		setenv("VE_VED_LOG_LEVEL", "warn", 1);
 		setenv("VE_VED_STATS_INTERVAL", "0", 1);
 		unsetenv("VE_VED_CHECK");
+		/* Its per-device lock in our folder, not next to a ved the machine runs. */
+		setenv("XDG_RUNTIME_DIR", g_dir, 1);
 		execl(g_ved, "ved", "--socket", g_sock, "--config", "/dev/null", (char *)NULL);
 		_exit(127);
 	}
@@ -435,6 +437,10 @@ out:
 	char lock[200];
 	snprintf(lock, sizeof(lock), "%s/ved-0.lock", g_dir);
 	unlink(lock);
+	snprintf(lock, sizeof(lock), "%s/vitamin-e/ved-0.lock", g_dir);
+	unlink(lock);
+	snprintf(lock, sizeof(lock), "%s/vitamin-e", g_dir);
+	rmdir(lock);
 	rmdir(g_dir);
 	return rc;
 }

@@ -38,10 +38,13 @@ static void on_int(int sig)
 
 static int connect_ved(void)
 {
-	int fd = ve_ctl_connect(g_path);
+	char why[512];
+	int fd = ve_ctl_connect_checked(g_path, why, sizeof(why));
 	if (fd >= 0)
 		return fd;
-	if (fd == -ENOENT)
+	if (why[0])
+		fprintf(stderr, "ve-ctl: %s\n", why);
+	else if (fd == -ENOENT)
 		fprintf(stderr,
 			"ve-ctl: no ved runs here: there is no socket at %s (start one with "
 			"'ved', or pass --socket/--device)\n",
@@ -163,7 +166,8 @@ static void print_status_json(const struct ve_ctl_status *m)
 		"\"reservations\":%llu,\"hints\":%llu,\"gate_closes\":%llu,\"decide_ns\":%llu,"
 		"\"records_in\":%llu,\"records_out\":%llu,\"sleeps\":%llu,\"wakeups\":%llu,"
 		"\"reclaimed_ops\":%llu,\"joined\":%llu,\"left\":%llu,\"protocol_errors\":%llu,"
-		"\"refused\":%llu},\"records_per_s\":%.1f,\"entries\":[",
+		"\"refused\":%llu,\"watchdog_binds\":%llu,\"hello_timeouts\":%llu},"
+		"\"records_per_s\":%.1f,\"entries\":[",
 		(unsigned long long)m->rounds, (unsigned long long)m->picks,
 		(unsigned long long)m->bindings, (unsigned long long)m->rejects,
 		(unsigned long long)m->defers, (unsigned long long)m->failed_submits,
@@ -174,7 +178,8 @@ static void print_status_json(const struct ve_ctl_status *m)
 		(unsigned long long)m->sleeps, (unsigned long long)m->wakeups,
 		(unsigned long long)m->reclaimed_ops, (unsigned long long)m->joined,
 		(unsigned long long)m->left, (unsigned long long)m->protocol_errors,
-		(unsigned long long)m->refused, m->records_per_s);
+		(unsigned long long)m->refused, (unsigned long long)m->watchdog_binds,
+		(unsigned long long)m->hello_timeouts, m->records_per_s);
 	for (uint32_t i = 0; i < m->nentries; i++) {
 		fprintf(f,
 			"%s{\"index\":%u,\"kind\":\"%s\",\"sms\":%u,\"leaves\":\"%#llx\",\"state\":"
@@ -231,6 +236,10 @@ static void print_status_text(const struct ve_ctl_status *m, bool all)
 	       (unsigned long long)m->rejects, (unsigned long long)m->reservations,
 	       (unsigned long long)m->gate_closes, (unsigned long long)m->reclaimed_ops,
 	       m->rounds ? (double)m->decide_ns / 1e3 / (double)m->rounds : 0.0);
+	printf("watchdog: %llu ops bound to the whole GPU past the bind deadline; connections: "
+	       "%llu refused, %llu closed at the HELLO deadline, %llu protocol errors\n",
+	       (unsigned long long)m->watchdog_binds, (unsigned long long)m->refused,
+	       (unsigned long long)m->hello_timeouts, (unsigned long long)m->protocol_errors);
 	uint32_t busy = 0;
 	for (uint32_t i = 0; i < m->nentries; i++)
 		busy += e[i].state != VE_ENTRY_IDLE;
@@ -728,6 +737,18 @@ static void usage(FILE *f)
 		"docs/operations.md.\n");
 }
 
+/* A whole number in [lo, hi], or a message and -1 (no atoi: "abc" is not 0). */
+static long parse_count(const char *opt, const char *v, long lo, long hi)
+{
+	uint64_t u;
+	if (ve__parse_u64(v, &u) || u < (uint64_t)lo || u > (uint64_t)hi) {
+		fprintf(stderr, "ve-ctl: %s %s: must be a whole number in [%ld, %ld]\n", opt, v, lo,
+			hi);
+		return -1;
+	}
+	return (long)u;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -751,7 +772,8 @@ int main(int argc, char **argv)
 			sock = optarg;
 			break;
 		case 'd':
-			device = atoi(optarg);
+			if ((device = (int)parse_count("--device", optarg, 0, 1024)) < 0)
+				return 2;
 			break;
 		case 'j':
 			g_json = true;
@@ -760,7 +782,8 @@ int main(int argc, char **argv)
 			all = true;
 			break;
 		case 'n':
-			iters = atol(optarg);
+			if ((iters = parse_count("-n", optarg, 1, 1000000000)) < 0)
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);
@@ -792,14 +815,18 @@ int main(int argc, char **argv)
 			wait = true;
 		else if (o == 's')
 			sock = optarg;
-		else if (o == 'd')
-			device = atoi(optarg);
+		else if (o == 'd') {
+			if ((device = (int)parse_count("--device", optarg, 0, 1024)) < 0)
+				return 2;
+		}
 		else if (o == 'j')
 			g_json = true;
 		else if (o == 'a')
 			all = true;
-		else if (o == 'n')
-			iters = atol(optarg);
+		else if (o == 'n') {
+			if ((iters = parse_count("-n", optarg, 1, 1000000000)) < 0)
+				return 2;
+		}
 		else {
 			usage(stderr);
 			return 2;

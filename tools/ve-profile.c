@@ -13,6 +13,7 @@
  * measured at every size. Load the result with VE_PROFILE=FILE.
  */
 #include "util/version.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -68,6 +69,13 @@ int main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		usage(stderr);
+		return 2;
+	}
+	/* The profile is written when the program ends: a path that cannot be
+	 * written would lose the whole run's measurements then. */
+	int wrc = ve__path_writable(out);
+	if (wrc) {
+		fprintf(stderr, "ve-profile: -o %s: cannot write there: %s\n", out, strerror(-wrc));
 		return 2;
 	}
 	char pol[64], self[PATH_MAX], verun[PATH_MAX + 16];

@@ -11,6 +11,7 @@
  */
 #include "coord/coord.h"
 #include "util/version.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -38,6 +39,9 @@ static void usage(FILE *f)
 		"  --log LEVEL         error, warn, info, debug (one line per decision), trace\n"
 		"                      [VE_LOG_LEVEL]\n"
 		"  --disable           transparent pass-through [VE_DISABLE=1]\n"
+		"  --strict            any fallback at start (bad configuration, no usable driver\n"
+		"                      or pool, ved unusable or absent) stops the program with\n"
+		"                      status 78 instead of running it un-virtualized [VE_STRICT=1]\n"
 		"  --lib PATH          libve.so to preload [VE_LIB]\n"
 		"  --version           release, commit, CUDA headers, driver found\n"
 		"  -h, --help          this text\n",
@@ -88,6 +92,45 @@ static int find_lib(const char *argv0, char out[LIB_PATH_MAX])
 	return -ENOENT;
 }
 
+/* LD_PRELOAD separates its entries with spaces and colons, so a path with a
+ * space cannot be listed there. The dynamic linker searches LD_LIBRARY_PATH
+ * (separated by colons and semicolons only) for an entry without a slash:
+ * then the folder goes there and the bare file name into LD_PRELOAD. */
+static int preload(const char *lib)
+{
+	char entry[LIB_PATH_MAX], buf[3 * LIB_PATH_MAX];
+	snprintf(entry, sizeof(entry), "%s", lib);
+	if (strpbrk(lib, " \t")) {
+		const char *slash = strrchr(lib, '/');
+		char dir[LIB_PATH_MAX];
+		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - lib) : 1,
+			 slash ? lib : ".");
+		if (strpbrk(dir, ":;") || strpbrk(slash ? slash + 1 : lib, " \t:")) {
+			fprintf(stderr,
+				"ve-run: cannot preload %s: the dynamic linker cannot take a path "
+				"with both spaces and ':' or ';' (move it, or set VE_LIB)\n",
+				lib);
+			return -1;
+		}
+		const char *old = getenv("LD_LIBRARY_PATH");
+		snprintf(buf, sizeof(buf), "%s%s%s", dir, old && *old ? ":" : "", old ? old : "");
+		setenv("LD_LIBRARY_PATH", buf, 1);
+		snprintf(entry, sizeof(entry), "%s", slash ? slash + 1 : lib);
+	} else if (strchr(lib, ':')) {
+		fprintf(stderr, "ve-run: cannot preload %s: LD_PRELOAD cannot hold a ':' (move it, "
+				"or set VE_LIB)\n",
+			lib);
+		return -1;
+	}
+	const char *old = getenv("LD_PRELOAD");
+	if (old && *old)
+		snprintf(buf, sizeof(buf), "%s:%s", entry, old);
+	else
+		snprintf(buf, sizeof(buf), "%s", entry);
+	setenv("LD_PRELOAD", buf, 1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int i = 1;
@@ -119,6 +162,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "--disable") == 0) {
 			setenv("VE_DISABLE", "1", 1);
+			continue;
+		}
+		if (strcmp(a, "--strict") == 0) {
+			setenv("VE_STRICT", "1", 1);
 			continue;
 		}
 		if (strcmp(a, "--lib") == 0 && v) {
@@ -166,6 +213,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ve-run: --class/VE_CLASS must be batch or latency, not '%s'\n", cls);
 		return 2;
 	}
+	/* Files the program writes at exit: a path that cannot be written
+	 * would lose the whole run's data at its end. */
+	const char *outs[] = {"VE_TRACE", "VE_PROFILE_OUT"};
+	for (size_t k = 0; k < sizeof(outs) / sizeof(outs[0]); k++) {
+		const char *p = getenv(outs[k]);
+		int wrc = p && *p ? ve__path_writable(p) : 0;
+		if (wrc) {
+			fprintf(stderr, "ve-run: %s=%s: cannot write there: %s\n", outs[k], p,
+				strerror(-wrc));
+			return 2;
+		}
+	}
 	char lib[LIB_PATH_MAX];
 	if (lib_opt)
 		setenv("VE_LIB", lib_opt, 1);
@@ -173,13 +232,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ve-run: cannot find libve.so (next to ve-run, or set VE_LIB)\n");
 		return 2;
 	}
-	const char *old = getenv("LD_PRELOAD");
-	char pre[2 * LIB_PATH_MAX];
-	if (old && *old)
-		snprintf(pre, sizeof(pre), "%s:%s", lib, old);
-	else
-		snprintf(pre, sizeof(pre), "%s", lib);
-	setenv("LD_PRELOAD", pre, 1);
+	if (preload(lib))
+		return 2;
 	execvp(argv[i], &argv[i]);
 	fprintf(stderr, "ve-run: cannot run %s: %s\n", argv[i], strerror(errno));
 	return 127;

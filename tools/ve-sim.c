@@ -91,6 +91,7 @@ struct job_def {
 	struct arrivals arr;
 	char handoff[NAME_LEN];
 	int handoff_idx;
+	int body_line; /* where its body was defined (messages) */
 	uint32_t tokens, batch;
 	double tpot_ms, ttft_ms, slo_ms;
 };
@@ -160,12 +161,12 @@ static int parse_items(struct scenario *s, struct prog *p, char *save, const cha
 			it->kind = IT_SYNC;
 		} else if (strncmp(t, "host=", 5) == 0) {
 			it->kind = IT_HOST;
-			if (ve__parse_double(t + 5, &it->arg) || it->arg < 0)
-				return die_line(src, line, "bad host time", t);
+			if (ve__parse_double(t + 5, &it->arg) || it->arg < 0 || it->arg > 1e9)
+				return die_line(src, line, "bad host time (0..1e9 us)", t);
 		} else if (strncmp(t, "copy=", 5) == 0) {
 			it->kind = IT_COPY;
-			if (ve__parse_double(t + 5, &it->arg) || it->arg <= 0)
-				return die_line(src, line, "bad copy size", t);
+			if (ve__parse_double(t + 5, &it->arg) || it->arg <= 0 || it->arg > 1e15)
+				return die_line(src, line, "bad copy size (bytes, at most 1e15)", t);
 		} else if (strncmp(t, "s=", 2) == 0) {
 			it->kind = IT_STREAM;
 			if (ve__parse_double(t + 2, &it->arg) || it->arg < 0 || it->arg > 7)
@@ -237,8 +238,9 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			   strcmp(t, "launch_us") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			double d;
-			if (!v || ve__parse_double(v, &d) || d < 0)
-				{ rc = die_line(src, line, "needs a non-negative number", t); break; }
+			if (!v || ve__parse_double(v, &d) || d < 0 || d > 1e7 ||
+			    (t[0] == 'h' && d <= 0))
+				{ rc = die_line(src, line, "needs a number in (0, 1e7] (horizon_ms) or [0, 1e7]", t); break; }
 			if (t[0] == 'h')
 				s->horizon_ms = d;
 			else if (t[0] == 'd')
@@ -316,7 +318,7 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			while ((kv = strtok_r(NULL, " \t\r", &save))) {
 				double d;
 				int r;
-				if (!(r = parse_kv_double(kv, "blocks", &d)) && d >= 1)
+				if (!(r = parse_kv_double(kv, "blocks", &d)) && d >= 1 && d <= 2147483647.0)
 					k->blocks = (uint64_t)d;
 				else if (!r) { rc = -EINVAL; }
 				else if (!(r = parse_kv_double(kv, "threads", &d)) && d >= 1 && d <= 1024)
@@ -325,16 +327,18 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 				else if (!(r = parse_kv_double(kv, "bps", &d)) && d >= 1 && d <= 64)
 					k->bps = (uint32_t)d;
 				else if (!r) { rc = -EINVAL; }
-				else if (!(r = parse_kv_double(kv, "wave_us", &d)) && d > 0)
+				/* At least 1 ns: a kernel of no time would let a loop
+				 * repeat forever at one instant. */
+				else if (!(r = parse_kv_double(kv, "wave_us", &d)) && d >= 0.001 && d <= 1e9)
 					k->wave_us = d;
 				else if (!r) { rc = -EINVAL; }
-				else if (!(r = parse_kv_double(kv, "floor_us", &d)) && d >= 0)
+				else if (!(r = parse_kv_double(kv, "floor_us", &d)) && d >= 0 && d <= 1e9)
 					k->floor_us = d;
 				else if (!r) { rc = -EINVAL; }
-				else if (!(r = parse_kv_double(kv, "launch_us", &d)) && d >= 0)
+				else if (!(r = parse_kv_double(kv, "launch_us", &d)) && d >= 0 && d <= 1e9)
 					k->launch_us = d;
 				else if (!r) { rc = -EINVAL; }
-				else if (!(r = parse_kv_double(kv, "per_req", &d)) && d >= 0)
+				else if (!(r = parse_kv_double(kv, "per_req", &d)) && d >= 0 && d <= 1e6)
 					k->per_req = (uint32_t)d;
 				else
 					rc = -EINVAL;
@@ -379,6 +383,7 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (cur->type) { rc = die_line(src, line, "a job has one body", t); break; }
 			cur->type = t[0] == 'l' ? JOB_LOOP : t[0] == 'r' ? JOB_REQUEST
 				  : t[0] == 'p' ? JOB_PREFILL : JOB_DECODE;
+			cur->body_line = line;
 			if ((rc = parse_items(s, &cur->prog, save, src, line)))
 				break;
 		} else if (strcmp(t, "arrivals") == 0) {
@@ -386,8 +391,8 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			cur->arr.seed = 1;
 			while ((kv = strtok_r(NULL, " \t\r", &save))) {
 				double d;
-				if (!parse_kv_double(kv, "rate", &d) && d > 0) cur->arr.rate = d;
-				else if (!parse_kv_double(kv, "burst", &d) && d >= 1) cur->arr.burst = d;
+				if (!parse_kv_double(kv, "rate", &d) && d > 0 && d <= 1e9) cur->arr.rate = d;
+				else if (!parse_kv_double(kv, "burst", &d) && d >= 1 && d <= 1e6) cur->arr.burst = d;
 				else if (!parse_kv_double(kv, "period_ms", &d) && d > 0) cur->arr.period_ms = d;
 				else if (!parse_kv_double(kv, "burst_ms", &d) && d >= 0) cur->arr.burst_ms = d;
 				else if (!parse_kv_double(kv, "seed", &d) && d >= 0) cur->arr.seed = (uint64_t)d;
@@ -443,8 +448,23 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (j->handoff_idx < 0 || s->j[j->handoff_idx].type != JOB_DECODE)
 				return die_line(src, 0, "handoff must name a decode job", j->handoff);
 		}
-		/* Loops and requests end with a sync so a step's end is observable. */
+		/* A body that takes no virtual time would repeat forever at one
+		 * instant (a loop of nothing but 'sync' or 'host=0'). */
 		struct prog *p = &j->prog;
+		bool takes_time = false;
+		for (uint32_t k = 0; k < p->n && !takes_time; k++)
+			takes_time = p->it[k].kind == IT_KERNEL || p->it[k].kind == IT_COPY ||
+				     (p->it[k].kind == IT_HOST && p->it[k].arg * 1000.0 >= 1.0);
+		if (!takes_time) {
+			char msg[256];
+			snprintf(msg, sizeof(msg),
+				 "job %s: its body takes no virtual time (it needs a kernel, a copy "
+				 "or host=US of at least 0.001 us), so it would repeat forever at "
+				 "one instant",
+				 j->name);
+			return die_line(src, j->body_line, msg, NULL);
+		}
+		/* Loops and requests end with a sync so a step's end is observable. */
 		if ((!p->n || p->it[p->n - 1].kind != IT_SYNC) && p->n < MAX_ITEMS)
 			p->it[p->n++] = (struct item){.kind = IT_SYNC};
 	}
@@ -575,7 +595,14 @@ struct run_result {
 	double decide_us_per_binding;
 };
 
+/* Progress guarantee: a run stops with an error instead of spinning when
+ * virtual time stands still this many passes, or when it needs more ops than
+ * the bound (--max-ops). */
+#define STUCK_PASSES 1000000u
+static uint64_t g_max_ops = 50000000ull;
+
 struct sim_ctx {
+	uint64_t ops; /* kernels and copies submitted */
 	const struct scenario *sc;
 	struct ve_backend *b;
 	struct ve_runtime *rt;
@@ -674,6 +701,7 @@ static bool issue_item(struct sim_ctx *x, struct job_rt *j, uint64_t now)
 			fprintf(stderr, "ve-sim: submit failed: %s\n", strerror(-rc));
 			exit(2);
 		}
+		x->ops++;
 		j->next_t = now + (uint64_t)(s->launch_us * 1000.0);
 		if (++j->rep >= it->count) {
 			j->rep = 0;
@@ -686,6 +714,7 @@ static bool issue_item(struct sim_ctx *x, struct job_rt *j, uint64_t now)
 		d.u.cp.bytes = (uint64_t)it->arg;
 		if (ve_vctx_submit(j->v, st, &d, VE_SUBMIT_NONBLOCK, NULL) == -EAGAIN)
 			return true;
+		x->ops++;
 		j->next_t = now + (uint64_t)(s->launch_us * 1000.0);
 		j->pc++;
 		return true;
@@ -948,16 +977,39 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 		j->state = JS_IDLE;
 		x.njobs++;
 	}
+	uint64_t last_now = UINT64_MAX;
+	uint32_t stuck = 0;
 	for (;;) {
 		uint64_t now = ve_sim_now(x.b);
 		if (now >= horizon)
 			break;
+		stuck = now == last_now ? stuck + 1 : 0;
+		last_now = now;
 		bool progress = true;
-		while (progress) {
+		while (progress && stuck < STUCK_PASSES) {
 			progress = false;
 			for (uint32_t i = 0; i < x.njobs; i++)
 				progress |= job_step(&x, &x.jobs[i], now);
 			progress |= ve_dispatcher_poll(x.d) > 0;
+			stuck += progress;
+		}
+		if (stuck >= STUCK_PASSES) {
+			fprintf(stderr,
+				"ve-sim: policy %s: virtual time stopped at %.3f ms (%u passes without "
+				"advancing): the scenario makes no progress\n",
+				policy, (double)now / 1e6, stuck);
+			rc = -ELOOP;
+			goto out;
+		}
+		if (x.ops > g_max_ops) {
+			fprintf(stderr,
+				"ve-sim: policy %s: more than %llu operations by %.3f ms of %.0f: the "
+				"scenario is too large to simulate (raise --max-ops or shorten the "
+				"horizon)\n",
+				policy, (unsigned long long)g_max_ops, (double)now / 1e6,
+				sc->horizon_ms);
+			rc = -E2BIG;
+			goto out;
 		}
 		uint64_t t_next = horizon;
 		for (uint32_t i = 0; i < x.njobs; i++) {
@@ -1109,6 +1161,8 @@ static void usage(FILE *f)
 		"  --pipe-budget N    with other jobs active, pipelined ops per stream between two\n"
 		"                     policy bindings (default 0: strict binding while shared)\n"
 		"  --no-profile       no offline profiles: policies learn online from completions\n"
+		"  --max-ops N        stop with an error past N operations in one run (default\n"
+		"                     50000000): a scenario too large fails instead of running on\n"
 		"  --quiet            no progress lines\n"
 		"  --print-default    print the embedded default scenario and exit\n"
 		"  --version          release, commit, CUDA headers, driver found\n"
@@ -1138,14 +1192,15 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--policies") == 0 && i + 1 < argc) {
 			policies = argv[++i];
 		} else if (strcmp(a, "--seeds") == 0 && i + 1 < argc) {
-			seeds = atoi(argv[++i]);
+			uint64_t v;
+			seeds = ve__parse_u64(argv[++i], &v) || v > 100 ? 0 : (int)v;
 			if (seeds < 1 || seeds > 100) {
 				fprintf(stderr, "ve-sim: --seeds must be 1..100\n");
 				return 2;
 			}
 		} else if (strcmp(a, "--horizon-ms") == 0 && i + 1 < argc) {
-			if (ve__parse_double(argv[++i], &horizon) || horizon <= 0) {
-				fprintf(stderr, "ve-sim: --horizon-ms needs a positive number\n");
+			if (ve__parse_double(argv[++i], &horizon) || horizon <= 0 || horizon > 1e7) {
+				fprintf(stderr, "ve-sim: --horizon-ms needs a number in (0, 1e7]\n");
 				return 2;
 			}
 		} else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
@@ -1155,17 +1210,26 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--trace-policy") == 0 && i + 1 < argc) {
 			trace_policy = argv[++i];
 		} else if (strcmp(a, "--window") == 0 && i + 1 < argc) {
-			window = atoi(argv[++i]);
+			uint64_t v;
+			window = ve__parse_u64(argv[++i], &v) || v > 1024 ? -1 : (int)v;
 			if (window < 0 || window > 1024) {
 				fprintf(stderr, "ve-sim: --window must be 0..1024\n");
 				return 2;
 			}
 		} else if (strcmp(a, "--pipe-budget") == 0 && i + 1 < argc) {
-			budget = atoi(argv[++i]);
+			uint64_t v;
+			budget = ve__parse_u64(argv[++i], &v) || v > 65535 ? -1 : (int)v;
 			if (budget < 0 || budget > 65535) {
 				fprintf(stderr, "ve-sim: --pipe-budget must be 0..65535\n");
 				return 2;
 			}
+		} else if (strcmp(a, "--max-ops") == 0 && i + 1 < argc) {
+			uint64_t v;
+			if (ve__parse_u64(argv[++i], &v) || v == 0) {
+				fprintf(stderr, "ve-sim: --max-ops needs a positive count\n");
+				return 2;
+			}
+			g_max_ops = v;
 		} else if (strcmp(a, "--no-profile") == 0) {
 			use_profile = false;
 		} else if (strcmp(a, "--quiet") == 0) {
@@ -1199,15 +1263,37 @@ int main(int argc, char **argv)
 		fclose(f);
 	}
 	static struct scenario sc;
-	if (parse_scenario(&sc, text ? text : default_scenario, path ? path : "(embedded)"))
-		return 2;
+	int prc = parse_scenario(&sc, text ? text : default_scenario, path ? path : "(embedded)");
 	free(text);
+	if (prc)
+		return 2;
 	if (horizon > 0)
 		sc.horizon_ms = horizon;
 	if (window >= 0)
 		sc.window = (uint32_t)window;
 	if (budget >= 0)
 		sc.pipe_budget = (uint32_t)budget;
+	/* Arrivals are generated up front: bound how many a run would make. */
+	for (uint32_t i = 0; i < sc.nj; i++) {
+		const struct arrivals *a = &sc.j[i].arr;
+		double n = a->rate * (a->burst > 1 ? a->burst : 1) * sc.horizon_ms / 1e3;
+		if (n > 1e7) {
+			fprintf(stderr,
+				"ve-sim: %s: job %s: arrivals rate=%g over %.0f ms would make about "
+				"%.3g requests; at most 1e7 (lower the rate or the horizon)\n",
+				path ? path : "(embedded)", sc.j[i].name, a->rate, sc.horizon_ms, n);
+			return 2;
+		}
+	}
+	/* Outputs written at the end must be writable now, not after the run. */
+	const char *outs[] = {json, trace};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(outs); i++) {
+		int wrc = outs[i] ? ve__path_writable(outs[i]) : 0;
+		if (wrc) {
+			fprintf(stderr, "ve-sim: cannot write %s: %s\n", outs[i], strerror(-wrc));
+			return 2;
+		}
+	}
 	bool any_latency = false;
 	for (uint32_t i = 0; i < sc.nj; i++)
 		any_latency |= sc.j[i].latency;

@@ -76,15 +76,31 @@ static void init_once(void)
 		VE_WARN("cannot load the CUDA driver (%s): %s", path, dlerror());
 		return;
 	}
+	/* The tables first: a driver too old for Vitamin-E still answers every
+	 * call it has with its own error codes, through the pass-through. */
+	resolve(&ve__real, ve__real_symbols);
+	resolve(&ve__real_ptsz, ve__real_ptsz_symbols);
+	/* A call with no per-thread form has the same symbol in both tables. */
 	*(void **)&real_getproc_fn = ve__real_dlsym(libcuda, "cuGetProcAddress_v2");
 	if (!real_getproc_fn) {
 		VE_WARN("the CUDA driver %s has no cuGetProcAddress_v2 (driver too old)", path);
 		return;
 	}
-	resolve(&ve__real, ve__real_symbols);
-	resolve(&ve__real_ptsz, ve__real_ptsz_symbols);
-	/* A call with no per-thread form has the same symbol in both tables. */
 	init_rc = 0;
+}
+
+CUresult ve__real_missing(int id)
+{
+	/* No driver: what a program without the driver would learn from cuInit.
+	 * The load failure was logged once already. */
+	if (!libcuda)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	static _Atomic int warned;
+	if (id >= 0 && id < VE_REAL_COUNT && !atomic_exchange(&warned, 1))
+		VE_WARN("the CUDA driver has no %s: calls of entry points it lacks return "
+			"CUDA_ERROR_NOT_FOUND",
+			ve__real_symbols[id]);
+	return CUDA_ERROR_NOT_FOUND;
 }
 
 int ve__real_init(void)

@@ -194,6 +194,10 @@ static inline void ve__real_ready(void)
  * 0, or -ENOENT when no driver could be loaded (message logged). */
 int ve__real_init(void);
 bool ve__real_ok(void);
+/* What a call of table slot 'id' returns when the slot is empty:
+ * CUDA_ERROR_NOT_INITIALIZED without a driver, CUDA_ERROR_NOT_FOUND (and
+ * one warning per entry point) when the driver lacks that entry point. */
+CUresult ve__real_missing(int id);
 /* The real dlsym, bypassing the shim's override. */
 void *ve__real_dlsym(void *handle, const char *name);
 /* For dlsym and what it calls first: sanitizer runtimes look their interceptors up

@@ -60,6 +60,7 @@ struct ve_coord {
 	struct ve_grant_plan plan;
 	uint64_t reclaim_ns[RECLAIM_SAMPLES];
 	uint32_t nreclaim;
+	uint64_t watchdog_ns;
 };
 
 /* ------------------------------------------------------------ view helpers */
@@ -189,6 +190,7 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	c->grant_mode = c->pol->grant && !cfg->per_op;
 	c->tick_ns = cfg->tick_ns ? cfg->tick_ns : 200000;
 	c->hold_ns = cfg->hold_ns ? cfg->hold_ns : 5000000;
+	c->watchdog_ns = cfg->watchdog_ns;
 	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
 		c->gc[i].entry = c->gc[i].want = VE_POOL_NONE;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", c->pol->name);
@@ -404,6 +406,74 @@ static const char *validate(struct ve_coord *c, const struct ve_ready_op *o, int
 	return NULL;
 }
 
+/* The root's SMs are wanted by an overdue op of 'client' but other work holds
+ * some: reserve the root (no new lease may take its SMs) and close the gates
+ * of the leases in it, so they drain and a later round can bind. */
+static void watchdog_claim(struct ve_coord *c, uint32_t client)
+{
+	uint16_t root = c->pool.root;
+	if (c->pool.e[root].reserve_for != VE_HOLDER_NONE)
+		return; /* claimed already (by us, or a policy's reservation to wait for) */
+	if (ve_pool_reserve(&c->pool, root, (int32_t)client) < 0)
+		return; /* a pending reservation claims SMs there: it completes first */
+	for (uint32_t e = 0; e < c->pool.nentries; e++)
+		if (c->pool.e[e].state == VE_ENTRY_LEASED && ve_pool_close_gate(&c->pool, (uint16_t)e) == 0)
+			c->st.gate_closes++;
+}
+
+/* The bind deadline (VE_WATCHDOG_MS): the oldest ready op of each client, if
+ * it has waited longer than watchdog_ns, runs on the whole GPU, shared, its
+ * descriptor unchanged: what safe mode would do. It runs before the policy
+ * in every round, so a policy that defers forever cannot hang a client; the
+ * lease accounting is the usual one (the root is an entry like any other). */
+static int watchdog_bind(struct ve_coord *c, struct ve_binding *out, int max)
+{
+	uint64_t now = c->view.now_ns;
+	uint16_t root = c->pool.root;
+	int n = 0;
+	for (uint32_t k = 0; k < c->rq.nclients && n < max; k++) {
+		while (n < max) {
+			uint32_t slot = c->rq.clients[k].head;
+			if (slot == VE_READY_NIL)
+				break;
+			const struct ve_ready_op *o = &c->rq.ops[slot];
+			if (now < o->ready_ns || now - o->ready_ns < c->watchdog_ns)
+				break;
+			if (!ve_pool_can_admit(&c->pool, root, (int32_t)k, true)) {
+				watchdog_claim(c, k);
+				break;
+			}
+			if (ve_pool_lease(&c->pool, root, (int32_t)k, true) ||
+			    ve_pool_op_start(&c->pool, root))
+				break;
+			struct ve_binding *b = &out[n++];
+			b->op = *o;
+			b->entry = root;
+			b->flags = VE_BIND_SHARE;
+			c->rq.clients[k].running++;
+			c->rq.clients[k].bound++;
+			c->st.bindings++;
+			c->st.watchdog_binds++;
+			decision_log(c, &b->op, root, "bind", "watchdog: bind deadline passed");
+			VE_WARN("watchdog: op %u:%llx was ready %.0f ms without a binding (policy %s); "
+				"bound to the whole GPU (entry %u), the safe fallback; %llu so far",
+				k, (unsigned long long)o->tok, (double)(now - o->ready_ns) / 1e6,
+				c->pol_name, root, (unsigned long long)c->st.watchdog_binds);
+			ve_readyq_remove(&c->rq, slot);
+			if (c->pol->notify) {
+				struct ve_policy_event ev = {.kind = VE_PEV_BOUND,
+							     .client = k,
+							     .op = slot,
+							     .entry = root,
+							     .key = b->op.key,
+							     .flags = VE_BIND_SHARE};
+				c->pol->notify(c->pol_priv, &c->view, &ev);
+			}
+		}
+	}
+	return n;
+}
+
 int ve_coord_schedule(struct ve_coord *c, struct ve_binding *out, int max)
 {
 	uint64_t t0 = ve__now_ns();
@@ -412,6 +482,8 @@ int ve_coord_schedule(struct ve_coord *c, struct ve_binding *out, int max)
 	refresh_view(c);
 	run_prepare(c, NULL); /* the policy's tick */
 	int n = 0, rejects = 0;
+	if (c->watchdog_ns && c->rq.nready)
+		n = watchdog_bind(c, out, max);
 	uint16_t elig[VE_POOL_MAX_ENTRIES];
 	while (n < max && c->rq.nready) {
 		int32_t op = c->pol->pick(c->pol_priv, &c->view);

@@ -48,6 +48,10 @@ struct ve_coord_config {
 	bool per_op;
 	uint64_t tick_ns; /* grant ticks at most this often, unless urgent (default 200 us) */
 	uint64_t hold_ns; /* a client's grant target holds at least this long (default 5 ms) */
+	/* Bind deadline (VE_WATCHDOG_MS): an op ready this long is bound to the
+	 * root entry, shared, its descriptor unchanged, whatever the policy
+	 * says: the safe fallback. 0 = off. */
+	uint64_t watchdog_ns;
 };
 
 struct ve_binding {
@@ -64,6 +68,7 @@ struct ve_coord_stats {
 	/* Grant mode. */
 	uint64_t ticks, grant_changes, grants_refused, reclaims;
 	uint64_t reclaim_ns_p50, reclaim_ns_p99, reclaim_ns_max; /* grant taken -> SMs drained */
+	uint64_t watchdog_binds; /* ops bound by the bind deadline, not the policy */
 };
 
 /* What a client in grant mode reports every pass: its demand, the grant

@@ -57,7 +57,8 @@ int ve__tok_alloc(struct ve__toktab *t, ve_tok *out)
 		return -EAGAIN;
 	t->free_head = t->free_next[s];
 	t->nfree--;
-	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELAXED); /* even -> odd: live */
+	/* Atomic: ve__tok_live reads it without the lock (ve_vctx_desc). */
+	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELEASE); /* even -> odd: live */
 	t->npend[s] = 0;
 	t->deps[s] = VE__NIL;
 	*out = ve_tok_make(s, t->gen[s]);
@@ -103,7 +104,7 @@ int ve__tok_complete(struct ve__toktab *t, ve_tok tok, void (*visit)(void *, uin
 	}
 	t->deps[s] = VE__NIL;
 	/* odd -> even: every outstanding handle is now satisfied */
-	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELEASE);
 	t->free_next[s] = t->free_head;
 	t->free_head = s;
 	t->nfree++;

@@ -66,12 +66,10 @@ void ve__toktab_fini(struct ve__toktab *t);
 static inline bool ve__tok_live(const struct ve__toktab *t, ve_tok tok)
 {
 	uint32_t s = ve_tok_slot(tok);
-	/* Relaxed atomic read: the dispatcher checks handles of ops it holds
-	 * while application threads allocate other slots; a handle's own slot
-	 * changes only when the caller completes it, so no ordering is needed,
-	 * only a read that is not a data race. */
+	/* May run without the owner's lock (a stale token of a recycled slot
+	 * then simply reads as not live): the generation is read atomically. */
 	return tok != VE_TOK_NONE && s < t->cap &&
-	       __atomic_load_n(&t->gen[s], __ATOMIC_RELAXED) == ve_tok_gen(tok);
+	       __atomic_load_n(&t->gen[s], __ATOMIC_ACQUIRE) == ve_tok_gen(tok);
 }
 
 /* Allocate a slot; -EAGAIN when none is free. */

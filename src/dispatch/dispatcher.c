@@ -52,6 +52,8 @@ struct lane_st {
 	uint8_t on_unm;	   /* listed in d->unm */
 	uint64_t avg_ns;   /* recent time per op: EWMA over reported completions */
 	uint64_t last_done_ns, last_submit_ns;
+	uint64_t busy_ns; /* when it last went from idle to busy (watchdog) */
+	uint8_t stuck;	  /* reported stuck; cleared by its next completion */
 };
 
 /* Grant mode, per client. */
@@ -80,6 +82,7 @@ struct wop {
 	ve_tok tok;
 	uint32_t client;
 	uint32_t stream;
+	uint64_t since_ns; /* when it started waiting (bind deadline) */
 };
 
 struct held {
@@ -149,6 +152,7 @@ struct ve_dispatcher {
 	uint32_t nunm;
 	uint32_t idle_passes;
 	bool deferral; /* the backend can defer completion markers */
+	uint64_t wd_next_ns; /* next look for stuck lanes */
 
 	/* grant mode */
 	bool grant_mode;
@@ -525,9 +529,10 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	}
 	f->solo = !defer && (!L || L->unmarked == 0);
 	if (L) {
-		L->inflight++;
 		L->nsub++;
 		L->last_submit_ns = d->b->ops->now(d->b);
+		if (!L->inflight++)
+			L->busy_ns = L->last_submit_ns;
 		if (defer) {
 			L->unmarked++;
 			unm_add(d, li);
@@ -678,14 +683,41 @@ static int bind_local(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t 
 	return 0;
 }
 
-static bool wq_push(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t stream)
+static bool wq_push(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t stream,
+		    uint64_t since)
 {
 	if (d->wq_n == d->wq_cap)
 		return false;
-	d->wq[(d->wq_head + d->wq_n) % d->wq_cap] = (struct wop){tok, c, stream};
+	d->wq[(d->wq_head + d->wq_n) % d->wq_cap] = (struct wop){tok, c, stream, since};
 	d->wq_n++;
 	d->gc[c].nwait++;
 	return true;
+}
+
+/* The bind deadline in grant mode: an op that waited longer than the
+ * watchdog for a grant that can run it goes to the root entry, the safe
+ * fallback (as safe mode would run it). Counted as bound to a grant, so its
+ * SMs (all of them) are reported busy until it completes. 0 when submitted. */
+static int watchdog_fallback(struct ve_dispatcher *d, const struct wop *w, uint64_t now)
+{
+	if (!d->cfg.watchdog_ns || now - w->since_ns < d->cfg.watchdog_ns)
+		return 1;
+	struct client_slot *cs = &d->cl[w->client];
+	const struct ve_desc *desc = ve_vctx_desc(cs->v, w->tok);
+	uint16_t root = d->pool->root;
+	if (!desc)
+		return 0;
+	if (submit_on(d, w->client, cs->v, w->tok, desc, grant_lane(d, w->client, w->stream, root),
+		      root, VE_CLASS_COMPUTE, w->stream, false, true))
+		return 1;
+	d->st.watchdog_binds++;
+	d->st.bound++;
+	VE_WARN("watchdog: op %llx of client %u waited %.0f ms for a grant (grant %d); submitted "
+		"on the whole GPU (entry %u), the safe fallback; %llu so far",
+		(unsigned long long)w->tok, w->client, (double)(now - w->since_ns) / 1e6,
+		d->gc[w->client].entry == VE_POOL_NONE ? -1 : (int)d->gc[w->client].entry, root,
+		(unsigned long long)d->st.watchdog_binds);
+	return 0;
 }
 
 /* Ops that waited for a grant, oldest first; each is tried once a pass. */
@@ -703,10 +735,11 @@ static int drain_waiting(struct ve_dispatcher *d, uint64_t now)
 		d->gc[w.client].nwait--;
 		if (!d->cl[w.client].active)
 			continue;
-		if (bind_local(d, w.client, w.tok, w.stream, now) == 0)
+		if (bind_local(d, w.client, w.tok, w.stream, now) == 0 ||
+		    watchdog_fallback(d, &w, now) == 0)
 			moved++;
 		else
-			wq_push(d, w.client, w.tok, w.stream); /* room: one just left */
+			wq_push(d, w.client, w.tok, w.stream, w.since_ns); /* room: one just left */
 	}
 	return moved;
 }
@@ -718,7 +751,7 @@ static int ready_granted(struct ve_dispatcher *d, uint32_t c, const struct ve_re
 	d->st.popped++;
 	if (bind_local(d, c, ri->tok, ri->stream_idx, now) == 0)
 		return 0;
-	if (!wq_push(d, c, ri->tok, ri->stream_idx))
+	if (!wq_push(d, c, ri->tok, ri->stream_idx, now))
 		return -EAGAIN;
 	d->st.grant_waits++;
 	return 0;
@@ -871,6 +904,7 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		 * reported by the same marker (each after the first adds 0). */
 		struct lane_st *L = &d->ls[f.lidx];
 		L->inflight--;
+		L->stuck = 0;
 		uint64_t from = VE_MAX(L->last_done_ns, cp->t_submit_ns);
 		uint64_t dt = cp->t_end_ns > from ? cp->t_end_ns - from : 0;
 		L->avg_ns = (L->avg_ns * 15 + dt) / 16;
@@ -954,6 +988,7 @@ static int submit_bindings(struct ve_dispatcher *d, int nb)
 }
 
 static int drain_hints(struct ve_dispatcher *d);
+static void watchdog_lanes(struct ve_dispatcher *d, uint64_t now);
 
 /* Host-polled calls: each asked once a pass whether it is done. */
 static int poll_calls(struct ve_dispatcher *d)
@@ -1191,7 +1226,38 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 				grant_report(d, c, now);
 		L_CALL(d, tick);
 	}
+	if (d->cfg.watchdog_ns && d->ninflight)
+		watchdog_lanes(d, now);
 	return moved;
+}
+
+/* A lane with work and no completion for the whole deadline: the device is
+ * stuck there, or an op waits for something that never comes. Said once per
+ * episode, with the dispatcher's state (what waits, what runs where). */
+static void watchdog_lanes(struct ve_dispatcher *d, uint64_t now)
+{
+	if (now < d->wd_next_ns)
+		return;
+	d->wd_next_ns = now + d->cfg.watchdog_ns / 4 + 1;
+	for (uint32_t i = 0; i < d->nls; i++) {
+		struct lane_st *L = &d->ls[i];
+		uint64_t since = VE_MAX(L->last_done_ns, L->busy_ns);
+		if (!L->inflight || L->stuck || now <= since || now - since < d->cfg.watchdog_ns)
+			continue;
+		L->stuck = 1;
+		d->st.stuck_lanes++;
+		char *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
+		if (f) {
+			ve_dispatcher_dump(d, f);
+			fclose(f);
+		}
+		VE_WARN("watchdog: lane %#x has %u ops in flight and no completion for %.0f ms; "
+			"%.700s",
+			L->id, L->inflight, (double)(now - since) / 1e6, text ? text : "");
+		free(text);
+	}
 }
 
 bool ve_dispatcher_quiescent(struct ve_dispatcher *d)

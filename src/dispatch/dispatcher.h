@@ -62,6 +62,12 @@ struct ve_dispatcher_config {
 	 * and after idle_flush_ns without a new submission (default 20 us). */
 	uint32_t mark_every;
 	uint64_t idle_flush_ns;
+	/* Bind deadline (VE_WATCHDOG_MS; 0 = off): in grant mode an op waiting
+	 * this long for a grant that can run it is submitted on the root
+	 * entry's lane, the safe fallback (whole GPU, descriptor unchanged; its
+	 * SMs are reported busy, so the coordinator sees it). A lane with work
+	 * and no completion for this long logs the dispatcher's state once. */
+	uint64_t watchdog_ns;
 	struct ve_trace *trace;	  /* optional */
 	/* Optional observer of every submission and completion (tests). */
 	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
@@ -85,6 +91,8 @@ struct ve_dispatcher_stats {
 	uint64_t grant_changes; /* grant changes seen */
 	uint64_t ahead_full;	/* candidates held back by the lane's bound, retried later */
 	uint64_t deferred, marks, flushes; /* completion markers saved, written, forced */
+	uint64_t watchdog_binds;	   /* ops the bind deadline sent to the root entry */
+	uint64_t stuck_lanes;		   /* lanes found without progress for the deadline */
 };
 
 struct ve_dispatcher;

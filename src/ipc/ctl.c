@@ -2,9 +2,11 @@
 /* The ved control socket: message checks, paths, connect/send/recv, MPS probe (ctl.h). */
 #include "ipc/ctl.h"
 #include "ipc/fdpass.h"
+#include "util/util.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,16 +291,94 @@ int ve_ctl_lock_path(const char *sock, char *buf, size_t len)
 
 /* ------------------------------------------------------------------ socket */
 
-int ve_ctl_connect(const char *path)
+/* Is the folder of 'path' one that only trusted users can write, so that
+ * nobody else could have put (or swapped) a socket there? The default folder
+ * must be the user's own (ved makes it 0700): another user who created
+ * /tmp/vitamin-e-<uid> first would otherwise serve this user's processes
+ * (as ssh-agent and tmux check their folders). A folder given explicitly
+ * may belong to another user (ved's 'group' setting): its owner is then
+ * trusted to run the ved. *trusted gets that uid. */
+static int check_folder(const char *path, uid_t *trusted, char *err, size_t errlen)
 {
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], def[sizeof(dir)];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash) {
+		snprintf(dir, sizeof(dir), ".");
+	} else if (slash == dir) {
+		dir[1] = 0;
+	} else {
+		*slash = 0;
+	}
+	bool is_default = false;
+	if (ve_ctl_default_path(0, def, sizeof(def)) == 0) {
+		char *ds = strrchr(def, '/');
+		if (ds)
+			*ds = 0;
+		is_default = strcmp(def, dir) == 0;
+	}
+	struct stat st;
+	if (stat(dir, &st) < 0)
+		return -errno; /* no folder: no ved there (-ENOENT) */
+	uid_t me = getuid();
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a folder", dir);
+		return -ENOTDIR;
+	}
+	if (is_default && st.st_uid != me && st.st_uid != 0) {
+		snprintf(err, errlen,
+			 "%s belongs to uid %u, not to you (uid %u): another user may have made it "
+			 "to serve your processes; not connecting (remove it, or set "
+			 "XDG_RUNTIME_DIR)",
+			 dir, (unsigned)st.st_uid, (unsigned)me);
+		return -EPERM;
+	}
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen,
+			 "%s is writable by other users (mode %o): anyone could have put the socket "
+			 "there; not connecting (ved makes it 0700)",
+			 dir, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	if (st.st_mode & 022) {
+		/* A shared sticky folder (/tmp): only the socket's owner could have
+		 * made it, so trust goes to that owner if it is someone we trust. */
+		struct stat ss;
+		if (lstat(path, &ss) < 0)
+			return -errno;
+		if (ss.st_uid != me && ss.st_uid != 0) {
+			snprintf(err, errlen,
+				 "%s sits in the shared folder %s and belongs to uid %u, not to you; "
+				 "not connecting",
+				 path, dir, (unsigned)ss.st_uid);
+			return -EPERM;
+		}
+		*trusted = ss.st_uid;
+		return 0;
+	}
+	*trusted = st.st_uid;
+	return 0;
+}
+
+int ve_ctl_connect_checked(const char *path, char *err, size_t errlen)
+{
+	char dummy[8];
+	if (!err) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = 0;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (!path || strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
+	uid_t trusted = 0;
+	int rc = check_folder(path, &trusted, err, errlen);
+	if (rc)
+		return rc;
 	strcpy(sa.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	int rc;
 	do
 		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	while (rc < 0 && errno == EINTR);
@@ -307,6 +387,32 @@ int ve_ctl_connect(const char *path)
 		close(fd);
 		return rc;
 	}
+	/* The server too must be who it should be: this user, root, or the
+	 * owner of the folder given explicitly (credentials as of its listen). */
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (cr.uid != getuid() && cr.uid != 0 && cr.uid != trusted) {
+		snprintf(err, errlen,
+			 "the process serving %s (pid %d) runs as uid %u, neither you nor root nor "
+			 "the folder's owner; not using it",
+			 path, (int)cr.pid, (unsigned)cr.uid);
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+int ve_ctl_connect(const char *path)
+{
+	char err[512];
+	int fd = ve_ctl_connect_checked(path, err, sizeof(err));
+	if (fd == -EPERM || fd == -ENOTDIR)
+		VE_WARN("%s", err);
 	return fd;
 }
 
@@ -336,6 +442,14 @@ int ve_ctl_recv(int fd, void *buf, size_t cap, int *fd_out, int timeout_ms)
 		return -ETIMEDOUT;
 	int got = -1;
 	rc = ve_fd_recv(fd, &got, buf, cap);
+	if (rc == -ECONNRESET) {
+		/* A peer that closed with our message unread resets the connection;
+		 * what it sent before (a REFUSE saying why) is still queued, and the
+		 * next read returns it (or 0, never blocking: the peer is gone). */
+		int again = ve_fd_recv(fd, &got, buf, cap);
+		if (again > 0)
+			rc = again;
+	}
 	if (rc < 0)
 		return rc;
 	if (got >= 0) {

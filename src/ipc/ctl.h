@@ -210,7 +210,9 @@ struct ve_ctl_status {
 	/* daemon counters */
 	uint64_t records_in, records_out, sleeps, wakeups, reclaimed_ops, joined, left;
 	uint64_t protocol_errors, refused;
-	double records_per_s; /* in + out, last interval */
+	uint64_t watchdog_binds; /* ops the bind deadline bound to the whole GPU */
+	uint64_t hello_timeouts; /* connections closed at the HELLO deadline */
+	double records_per_s;	 /* in + out, last interval */
 	/* struct ve_ctl_entry[nentries], then struct ve_ctl_client[nclients] */
 };
 
@@ -335,7 +337,14 @@ int ve_ctl_host_device(int ordinal);
 int ve_ctl_lock_path(const char *sock, char *buf, size_t len);
 
 /* Connects to a ved socket (SOCK_SEQPACKET, close-on-exec, blocking).
- * Returns the fd or -errno (-ENOENT: no socket, -ECONNREFUSED: stale). */
+ * Returns the fd or -errno (-ENOENT: no socket, -ECONNREFUSED: stale).
+ * Only where nobody else can have put the socket (docs/security.md): the
+ * default folder must be the user's own; any folder must be writable by
+ * its owner only (or be sticky, with the socket this user's or root's);
+ * the server must run as this user, root, or the owner of the folder given.
+ * Else -EPERM (or -ENOTDIR) with the reason in err. */
+int ve_ctl_connect_checked(const char *path, char *err, size_t errlen);
+/* The same, logging a refusal's reason as a warning. */
 int ve_ctl_connect(const char *path);
 /* One message; never raises SIGPIPE. 0 or -errno. */
 int ve_ctl_send(int fd, const void *msg, size_t len);

@@ -249,6 +249,14 @@ int ve_profile_load(struct ve_profile *p, const char *path, char *err, size_t er
 	int map[VE_PROF_MAX_SIZES];
 	while (fgets(line, sizeof(line), f)) {
 		lineno++;
+		size_t len = strlen(line);
+		/* A line cut by the buffer would be read as two: refuse it. */
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n' && !feof(f)) {
+			snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, lineno,
+				 sizeof(line) - 2);
+			rc = -EINVAL;
+			break;
+		}
 		char *s = line;
 		char *hash = strchr(s, '#');
 		if (hash)

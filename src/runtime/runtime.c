@@ -55,9 +55,11 @@ enum ve_runtime_mode ve_runtime_choose(const struct ve_runtime_config *cfg, char
 }
 
 /* The ved client as the link, or 0 and no link when ved is unusable and
- * was only found by itself (then embedded, logged). */
+ * was only found by itself (then embedded, logged). Under VE_STRICT=1 an
+ * unusable or absent ved is an error instead (err filled in). */
 static int ved_link(struct ve_runtime *rt, const struct ve_runtime_config *cfg,
-		    const struct ve_gpu_info *gi, const char *path, bool start_safe)
+		    const struct ve_gpu_info *gi, const char *path, bool start_safe, char *ferr,
+		    size_t ferrlen)
 {
 	char err[512];
 	struct ve_remote_config rc = {.socket_path = path,
@@ -73,10 +75,16 @@ static int ved_link(struct ve_runtime *rt, const struct ve_runtime_config *cfg,
 				      .spin_ns = cfg->ved_spin_ns,
 				      .heartbeat_timeout_ms = cfg->ved_heartbeat_timeout_ms,
 				      .reconnect_ms = cfg->ved_reconnect_ms,
-				      .start_safe = start_safe};
-	if (ve_remote_create(&rc, &rt->remote, err, sizeof(err))) {
-		VE_WARN("coordinator: embedded, ved at %s is unusable: %s", path, err);
+				      .start_safe = start_safe && !cfg->strict};
+	int rcode = ve_remote_create(&rc, &rt->remote, err, sizeof(err));
+	if (rcode) {
 		rt->remote = NULL;
+		if (cfg->strict) {
+			snprintf(ferr, ferrlen, "VE_STRICT=1 and ved at %s is unusable: %s", path,
+				 err);
+			return rcode;
+		}
+		VE_WARN("coordinator: embedded, ved at %s is unusable: %s", path, err);
 		return 0;
 	}
 	ve_remote_link(rt->remote, &rt->link);
@@ -118,7 +126,8 @@ int ve_runtime_create(const struct ve_runtime_config *cfg, struct ve_backend *b,
 				     .seed = cfg->seed,
 				     .log_decisions = cfg->log_decisions,
 				     .per_op = cfg->per_op,
-				     .tick_ns = cfg->tick_ns};
+				     .tick_ns = cfg->tick_ns,
+				     .watchdog_ns = cfg->watchdog_ns};
 	/* The embedded link, which ved replaces below: the configuration is
 	 * checked the same way in every placement. */
 	int rc = ve_link_embedded_create(&cc, &rt->link, err, errlen);
@@ -127,15 +136,19 @@ int ve_runtime_create(const struct ve_runtime_config *cfg, struct ve_backend *b,
 	rt->mode = VE_RUNTIME_EMBEDDED;
 	if (want == VE_RUNTIME_VED) {
 		struct ve_link embedded = rt->link;
-		ved_link(rt, cfg, &gi, path, start_safe);
+		rc = ved_link(rt, cfg, &gi, path, start_safe, err, errlen);
 		if (rt->mode == VE_RUNTIME_VED)
 			ve_link_destroy(&embedded);
+		if (rc)
+			goto fail;
 	} else {
 		VE_INFO("coordinator: embedded (%s)", why);
 	}
 	if (cfg->trace && ve_trace_create(0, &rt->trace))
 		rt->trace = NULL;
 	struct ve_dispatcher_config dc = cfg->dispatch;
+	if (!dc.watchdog_ns)
+		dc.watchdog_ns = cfg->watchdog_ns;
 	dc.backend = b;
 	dc.link = &rt->link;
 	dc.trace = rt->trace;

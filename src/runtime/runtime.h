@@ -61,6 +61,13 @@ struct ve_runtime_config {
 	bool log_decisions;
 	bool per_op;	  /* VE_BIND=op: bind op by op (the paper's strict mode), no grants */
 	uint64_t tick_ns; /* VE_TICK_US: grant ticks of the embedded coordinator (0: 200 us) */
+	/* VE_WATCHDOG_MS: an op ready (or waiting for a grant) this long is bound
+	 * to the whole GPU, the safe fallback (0 = off); also the dispatcher's. */
+	uint64_t watchdog_ns;
+	/* VE_STRICT=1: a ved that is unusable or absent at start is an error
+	 * (ve_runtime_create fails) instead of a fallback to the embedded
+	 * coordinator or to safe mode. */
+	bool strict;
 
 	/* As a client of ved. */
 	const char *name;     /* shown by ve-ctl; NULL: the program's name */

@@ -26,17 +26,20 @@
 #else
 #define VE_TABLE (&ve__real)
 #endif
-/* The real entry point of this pass, by table index (see shim.h). */
-#define VE_REAL(name)                                                                              \
-	(ve__real_ready(),                                                                         \
-	 ((__typeof__(&name))(((void *const *)(const void *)VE_TABLE)[VE_REAL_ID_##name])))
+/* Calls the real entry point of this pass, by table index (see shim.h):
+ * VE_CALL(cuStreamQuery, (s)). A slot the driver left empty (no driver at
+ * all, or one too old to have that entry point) answers with an error code
+ * instead of a call through NULL (ve__real_missing). */
+#define VE_SLOT(tab, id) (((void *const *)(const void *)(tab))[id])
+#define VE_CALL_IN(tab, fn, id, args)                                                              \
+	(ve__real_ready(), VE_SLOT(tab, id) ? ((__typeof__(&fn))VE_SLOT(tab, id)) args             \
+					    : ve__real_missing(id))
+#define VE_CALL(name, args) VE_CALL_IN(VE_TABLE, name, VE_REAL_ID_##name, args)
 /* For macros that take the function name as a parameter: the id must be
  * pasted there, before the name is macro-expanded to its versioned symbol. */
-#define VE_REAL_T(fn, id) (ve__real_ready(), ((__typeof__(&fn))(((void *const *)(const void *)VE_TABLE)[id])))
+#define VE_CALL_T(fn, id, args) VE_CALL_IN(VE_TABLE, fn, id, args)
 /* Entry points without a per-thread variant, from the legacy table. */
-#define VE_REAL0(name)                                                                             \
-	(ve__real_ready(),                                                                         \
-	 ((__typeof__(&name))(((void *const *)(const void *)&ve__real)[VE_REAL_ID_##name])))
+#define VE_CALL0(name, args) VE_CALL_IN(&ve__real, name, VE_REAL_ID_##name, args)
 
 #define VE_S(x) VE_S2(x)
 #define VE_S2(x) #x
@@ -54,8 +57,8 @@ enum host_kind { HK_DEVICE = 0, HK_PINNED, HK_PAGEABLE };
 static enum host_kind host_kind_of(const void *p)
 {
 	CUmemorytype t = 0;
-	CUresult r = VE_REAL0(cuPointerGetAttribute)(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-						      (CUdeviceptr)(uintptr_t)p);
+	CUresult r = VE_CALL0(cuPointerGetAttribute, (&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+						      (CUdeviceptr)(uintptr_t)p));
 	if (r != CUDA_SUCCESS)
 		return HK_PAGEABLE; /* unregistered host memory */
 	return t == CU_MEMORYTYPE_HOST ? HK_PINNED : HK_DEVICE;
@@ -122,7 +125,7 @@ static CUresult stream_created(CUresult r, CUstream *ph, unsigned flags, int pri
 	if (r != CUDA_SUCCESS || !ve__shim_active())
 		return r;
 	CUcontext cur = NULL;
-	VE_REAL0(cuCtxGetCurrent)(&cur);
+	VE_CALL0(cuCtxGetCurrent, (&cur));
 	if (cur != ve__shim.ctx)
 		return r; /* another context's stream: not ours to virtualize */
 	ve_stream ls;
@@ -132,7 +135,7 @@ static CUresult stream_created(CUresult r, CUstream *ph, unsigned flags, int pri
 	if (rc == 0 && (rc = ve__smap_put(*ph, &si)) != 0)
 		ve_vctx_stream_destroy(V(), ls);
 	if (rc) {
-		VE_REAL0(cuStreamDestroy)(*ph);
+		VE_CALL0(cuStreamDestroy, (*ph));
 		return ve__cu_error(rc);
 	}
 	return CUDA_SUCCESS;
@@ -142,17 +145,17 @@ CUresult cuStreamCreate(CUstream *ph, unsigned int flags)
 {
 	if (!ph)
 		return CUDA_ERROR_INVALID_VALUE;
-	return stream_created(VE_REAL0(cuStreamCreate)(ph, flags), ph, flags, 0);
+	return stream_created(VE_CALL0(cuStreamCreate, (ph, flags)), ph, flags, 0);
 }
 
 CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority)
 {
 	if (!ph)
 		return CUDA_ERROR_INVALID_VALUE;
-	CUresult r = VE_REAL0(cuStreamCreateWithPriority)(ph, flags, priority);
+	CUresult r = VE_CALL0(cuStreamCreateWithPriority, (ph, flags, priority));
 	int prio = priority;
 	if (r == CUDA_SUCCESS)
-		VE_REAL0(cuStreamGetPriority)(*ph, &prio); /* the driver clamps it */
+		VE_CALL0(cuStreamGetPriority, (*ph, &prio)); /* the driver clamps it */
 	return stream_created(r, ph, flags, prio);
 }
 
@@ -164,7 +167,7 @@ CUresult cuStreamDestroy(CUstream s)
 		ve_vctx_stream_destroy(V(), si.ls);
 		ve__smap_del(s);
 	}
-	return VE_REAL0(cuStreamDestroy)(s);
+	return VE_CALL0(cuStreamDestroy, (s));
 }
 #endif
 
@@ -173,7 +176,7 @@ CUresult cuStreamSynchronize(CUstream s)
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuStreamSynchronize)(s);
+		return VE_CALL(cuStreamSynchronize, (s));
 	return ve__cu_error(ve_vctx_stream_sync(V(), t.ls));
 }
 
@@ -182,7 +185,7 @@ CUresult cuStreamQuery(CUstream s)
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuStreamQuery)(s);
+		return VE_CALL(cuStreamQuery, (s));
 	return ve__cu_error(ve_vctx_stream_query(V(), t.ls));
 }
 
@@ -191,7 +194,7 @@ static int call_wait_foreign(uint64_t lane_stream, const void *payload, uint32_t
 {
 	CUevent ev;
 	memcpy(&ev, payload, sizeof(ev));
-	CUresult r = VE_REAL0(cuStreamWaitEvent)((CUstream)(uintptr_t)lane_stream, ev, 0);
+	CUresult r = VE_CALL0(cuStreamWaitEvent, ((CUstream)(uintptr_t)lane_stream, ev, 0));
 	return r == CUDA_SUCCESS ? 0 : (int)r;
 }
 
@@ -209,14 +212,14 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 	}
 	if (known && ei.capture && !t.virt && !t.capturing && s && s != CU_STREAM_LEGACY &&
 	    s != CU_STREAM_PER_THREAD)
-		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
+		return VE_CALL(cuStreamWaitEvent, (s, e, flags));
 	if (t.capturing || (known && ei.capture)) {
 		/* Waiting on an event recorded inside a capture joins this stream
 		 * to the capture: from here on its work is recorded, not run. */
 		if (known && ei.capture && !t.capturing && s && s != CU_STREAM_LEGACY &&
 		    s != CU_STREAM_PER_THREAD)
 			ve__smap_set_capture(s, ei.capture); /* a stream already in a capture keeps its group */
-		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
+		return VE_CALL(cuStreamWaitEvent, (s, e, flags));
 	}
 	if (!t.virt) {
 		/* A stream the vctx does not see waits for one of our events: its
@@ -225,7 +228,7 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 		 * (prog_shim_launch "foreign"). */
 		if (known)
 			ve_vctx_event_sync(V(), ei.le);
-		return VE_REAL(cuStreamWaitEvent)(s, e, flags);
+		return VE_CALL(cuStreamWaitEvent, (s, e, flags));
 	}
 	if (!known) {
 		struct ve_desc d = {.kind = VE_OP_CALL, .payload = (const void *)&e,
@@ -252,7 +255,7 @@ CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *userData)
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt || !fn)
-		return VE_REAL(cuLaunchHostFunc)(s, fn, userData);
+		return VE_CALL(cuLaunchHostFunc, (s, fn, userData));
 	struct ve_desc d;
 	host_fn_desc(&d, fn, userData, 0, s);
 	return submit_wait(&t, &d, false);
@@ -263,7 +266,7 @@ CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *userData, un
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt || !cb || flags)
-		return VE_REAL(cuStreamAddCallback)(s, cb, userData, flags);
+		return VE_CALL(cuStreamAddCallback, (s, cb, userData, flags));
 	struct ve_desc d;
 	/* style 1: the host executor calls cb(stream, status, userData) */
 	host_fn_desc(&d, (void (*)(void *))(void *)cb, userData, 1, s);
@@ -300,7 +303,7 @@ CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 {
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
-	CUresult r = VE_REAL(cuStreamBeginCapture)(s, mode);
+	CUresult r = VE_CALL(cuStreamBeginCapture, (s, mode));
 	if (r == CUDA_SUCCESS && t.virt && !capture_legacy(s))
 		capture_begun(s);
 	return r;
@@ -314,7 +317,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *d
 {
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
-	CUresult r = VE_REAL(cuStreamBeginCaptureToGraph)(s, g, deps, edges, ndeps, mode);
+	CUresult r = VE_CALL(cuStreamBeginCaptureToGraph, (s, g, deps, edges, ndeps, mode));
 	if (r == CUDA_SUCCESS && t.virt && !capture_legacy(s))
 		capture_begun(s);
 	return r;
@@ -323,7 +326,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *d
 CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
 	struct ve_stream_info si;
-	CUresult r = VE_REAL(cuStreamEndCapture)(s, g);
+	CUresult r = VE_CALL(cuStreamEndCapture, (s, g));
 	if (!ve__shim_is_active())
 		return r;
 	bool ptds = s == CU_STREAM_PER_THREAD || (s == NULL && VE_PTSZ);
@@ -346,7 +349,7 @@ static CUresult graph_barrier(CUgraphExec exec, CUstream s, const struct ve_targ
 {
 	ve__notice_once(VE_NOTE_GRAPH, "a CUDA graph launch runs as an ordered pass-through on "
 				       "the app's stream (full GPU, not pooled)");
-	BARRIER_CALL(t, upload ? VE_REAL(cuGraphUpload)(exec, s) : VE_REAL(cuGraphLaunch)(exec, s));
+	BARRIER_CALL(t, upload ? VE_CALL(cuGraphUpload, (exec, s)) : VE_CALL(cuGraphLaunch, (exec, s)));
 }
 
 static CUresult graph_op(CUgraphExec exec, CUstream s, bool upload)
@@ -354,7 +357,7 @@ static CUresult graph_op(CUgraphExec exec, CUstream s, bool upload)
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt) /* captured (a child graph node), or a stream the vctx does not see */
-		return upload ? VE_REAL(cuGraphUpload)(exec, s) : VE_REAL(cuGraphLaunch)(exec, s);
+		return upload ? VE_CALL(cuGraphUpload, (exec, s)) : VE_CALL(cuGraphLaunch, (exec, s));
 	if (!exec)
 		return CUDA_ERROR_INVALID_VALUE;
 	bool barrier = false;
@@ -388,14 +391,14 @@ static CUresult instantiated(CUresult r, CUgraphExec *ph, CUgraph g, unsigned lo
  * to order against, and uploading changes no result. */
 CUresult cuGraphInstantiateWithParams(CUgraphExec *ph, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {
-	CUresult r = VE_REAL(cuGraphInstantiateWithParams)(ph, g, p);
+	CUresult r = VE_CALL(cuGraphInstantiateWithParams, (ph, g, p));
 	return instantiated(r, ph, g, p ? p->flags : 0);
 }
 
 #if !VE_PTSZ
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *ph, CUgraph g, unsigned long long flags)
 {
-	return instantiated(VE_REAL0(cuGraphInstantiateWithFlags)(ph, g, flags), ph, g, flags);
+	return instantiated(VE_CALL0(cuGraphInstantiateWithFlags, (ph, g, flags)), ph, g, flags);
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec exec)
@@ -406,7 +409,7 @@ CUresult cuGraphExecDestroy(CUgraphExec exec)
 CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResultInfo *info)
 {
 	ve__gexec_quiesce(exec);
-	CUresult r = VE_REAL0(cuGraphExecUpdate)(exec, g, info);
+	CUresult r = VE_CALL0(cuGraphExecUpdate, (exec, g, info));
 	if (r == CUDA_SUCCESS && ve__shim_is_active()) {
 		struct ve_gshape sh;
 		ve__graph_shape(g, 0, &sh);
@@ -419,7 +422,7 @@ CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode n,
 					const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	ve__gexec_quiesce(exec);
-	CUresult r = VE_REAL0(cuGraphExecKernelNodeSetParams)(exec, n, p);
+	CUresult r = VE_CALL0(cuGraphExecKernelNodeSetParams, (exec, n, p));
 	if (r == CUDA_SUCCESS && p && ve__shim_is_active()) {
 		struct ve_gshape sh = {.blocks = (uint64_t)p->gridDimX * p->gridDimY * p->gridDimZ,
 				       .threads = p->blockDimX * p->blockDimY * p->blockDimZ};
@@ -434,7 +437,7 @@ CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode n,
 	CUresult name params                                                                       \
 	{                                                                                          \
 		ve__gexec_quiesce(exec);                                                           \
-		return VE_REAL_T(name, VE_REAL_ID_##name) args;                                    \
+		return VE_CALL_T(name, VE_REAL_ID_##name, args);                                    \
 	}
 EXEC_SETTER(cuGraphExecMemcpyNodeSetParams,
 	    (CUgraphExec exec, CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext ctx),
@@ -478,8 +481,8 @@ EXEC_SETTER(cuGraphNodeSetEnabled, (CUgraphExec exec, CUgraphNode n, unsigned in
 		struct ve_target t;                                                                \
 		ve__resolve_stream(sarg, VE_PTSZ, &t);                                             \
 		if (!t.virt)                                                                       \
-			return VE_REAL_T(name, VE_REAL_ID_##name) args;                            \
-		BARRIER_CALL(&t, VE_REAL_T(name, VE_REAL_ID_##name) args);                         \
+			return VE_CALL_T(name, VE_REAL_ID_##name, args);                            \
+		BARRIER_CALL(&t, VE_CALL_T(name, VE_REAL_ID_##name, args));                         \
 	}
 BARRIER_HOOK(cuStreamBatchMemOp, s,
 	     (CUstream s, unsigned int n, CUstreamBatchMemOpParams *p, unsigned int flags),
@@ -526,11 +529,11 @@ BARRIER_HOOK(cuMemDiscardAndPrefetchBatchAsync, s,
 #if !VE_PTSZ
 CUresult cuEventCreate(CUevent *ph, unsigned int flags)
 {
-	CUresult r = VE_REAL0(cuEventCreate)(ph, flags);
+	CUresult r = VE_CALL0(cuEventCreate, (ph, flags));
 	if (r != CUDA_SUCCESS || !ve__shim_active())
 		return r;
 	CUcontext cur = NULL;
-	VE_REAL0(cuCtxGetCurrent)(&cur);
+	VE_CALL0(cuCtxGetCurrent, (&cur));
 	if (cur != ve__shim.ctx)
 		return r;
 	ve_event le;
@@ -541,7 +544,7 @@ CUresult cuEventCreate(CUevent *ph, unsigned int flags)
 	if (rc == 0 && (rc = ve__emap_put(*ph, &ei)) != 0)
 		ve_vctx_event_destroy(V(), le);
 	if (rc) {
-		VE_REAL0(cuEventDestroy)(*ph);
+		VE_CALL0(cuEventDestroy, (*ph));
 		return ve__cu_error(rc);
 	}
 	return CUDA_SUCCESS;
@@ -562,20 +565,20 @@ CUresult cuEventDestroy(CUevent e)
 			return CUDA_SUCCESS;
 		}
 	}
-	return VE_REAL0(cuEventDestroy)(e);
+	return VE_CALL0(cuEventDestroy, (e));
 }
 
 CUresult cuEventQuery(CUevent e)
 {
 	struct ve_event_info ei;
 	if (!ve__shim_is_active() || ve__emap_get(e, &ei) || ei.capture)
-		return VE_REAL0(cuEventQuery)(e);
+		return VE_CALL0(cuEventQuery, (e));
 	if (ei.graph) {
 		/* Recorded by graph launches: those the vctx still holds have not
 		 * reached the driver, so NOT_READY while any is pending. */
 		if (ve__gexec_pending())
 			return CUDA_ERROR_NOT_READY;
-		return VE_REAL0(cuEventQuery)(e);
+		return VE_CALL0(cuEventQuery, (e));
 	}
 	return ve__cu_error(ve_vctx_event_query(V(), ei.le));
 }
@@ -584,10 +587,10 @@ CUresult cuEventSynchronize(CUevent e)
 {
 	struct ve_event_info ei;
 	if (!ve__shim_is_active() || ve__emap_get(e, &ei) || ei.capture)
-		return VE_REAL0(cuEventSynchronize)(e);
+		return VE_CALL0(cuEventSynchronize, (e));
 	if (ei.graph) {
 		ve__gexec_quiesce_all();
-		return VE_REAL0(cuEventSynchronize)(e);
+		return VE_CALL0(cuEventSynchronize, (e));
 	}
 	return ve__cu_error(ve_vctx_event_sync(V(), ei.le));
 }
@@ -598,7 +601,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 	if (!ms)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!ve__shim_is_active() || ve__emap_get(a, &ea) || ve__emap_get(b, &eb))
-		return VE_REAL0(cuEventElapsedTime)(ms, a, b);
+		return VE_CALL0(cuEventElapsedTime, (ms, a, b));
 	float host_ms = 0;
 	int rc = ve_vctx_event_elapsed(V(), ea.le, eb.le, &host_ms);
 	if (rc == -EBUSY)
@@ -609,7 +612,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 		return ve__cu_error(rc);
 	/* Both generations complete: the backend recorded the real events at
 	 * those points, so the driver's own timing applies. */
-	CUresult r = VE_REAL0(cuEventElapsedTime)(ms, a, b);
+	CUresult r = VE_CALL0(cuEventElapsedTime, (ms, a, b));
 	if (r != CUDA_SUCCESS && rc == 0) {
 		*ms = host_ms; /* completion-observed times (coarser, see semantics.md) */
 		return CUDA_SUCCESS;
@@ -625,7 +628,7 @@ static CUresult event_record(CUevent e, CUstream s, unsigned flags, bool with_fl
 	struct ve_event_info ei;
 	bool known = ve__shim_is_active() && ve__emap_get(e, &ei) == 0;
 #define REAL_RECORD()                                                                              \
-	(with_flags ? VE_REAL(cuEventRecordWithFlags)(e, s, flags) : VE_REAL(cuEventRecord)(e, s))
+	(with_flags ? VE_CALL(cuEventRecordWithFlags, (e, s, flags)) : VE_CALL(cuEventRecord, (e, s)))
 	if (t.capturing) {
 		CUresult r = REAL_RECORD();
 		if (r == CUDA_SUCCESS && known) {
@@ -643,7 +646,7 @@ static CUresult event_record(CUevent e, CUstream s, unsigned flags, bool with_fl
 		 * the vctx then has nothing pending for it (prog_shim_launch "foreign"). */
 		CUresult r = REAL_RECORD();
 		if (r == CUDA_SUCCESS && known)
-			r = VE_REAL0(cuEventSynchronize)(e);
+			r = VE_CALL0(cuEventSynchronize, (e));
 		return r;
 	}
 	if (!known) /* someone else's event on our stream: record it in order */
@@ -782,8 +785,8 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 		/* All blocks must be co-resident: only entries with enough SMs at
 		 * this kernel's occupancy may run it. */
 		int per_sm = 0;
-		if (VE_REAL0(cuOccupancyMaxActiveBlocksPerMultiprocessor)(&per_sm, f, (int)threads,
-									   smem) != CUDA_SUCCESS ||
+		if (VE_CALL0(cuOccupancyMaxActiveBlocksPerMultiprocessor, (&per_sm, f, (int)threads,
+									   smem)) != CUDA_SUCCESS ||
 		    per_sm <= 0)
 			return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 		d->flags |= VE_DESC_COOPERATIVE;
@@ -824,7 +827,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+		return VE_CALL(cuLaunchKernel, (f, gx, gy, gz, bx, by, bz, smem, s, params, extra));
 	struct ve_desc d;
 	CUresult r = build_kernel_desc(&d, f, (struct ve_dim3){gx, gy, gz},
 				       (struct ve_dim3){bx, by, bz}, smem, params, extra, NULL, 0,
@@ -839,7 +842,7 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **par
 	struct ve_target t;
 	ve__resolve_stream(config->hStream, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuLaunchKernelEx)(config, f, params, extra);
+		return VE_CALL(cuLaunchKernelEx, (config, f, params, extra));
 	struct ve_desc d;
 	CUresult r = build_kernel_desc(
 		&d, f, (struct ve_dim3){config->gridDimX, config->gridDimY, config->gridDimZ},
@@ -855,8 +858,8 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int g
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, smem, s,
-							  params);
+		return VE_CALL(cuLaunchCooperativeKernel, (f, gx, gy, gz, bx, by, bz, smem, s,
+							  params));
 	struct ve_desc d;
 	CUresult r = build_kernel_desc(&d, f, (struct ve_dim3){gx, gy, gz},
 				       (struct ve_dim3){bx, by, bz}, smem, params, NULL, NULL, 0,
@@ -873,9 +876,9 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream 
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyHtoDAsync)(dst, src, n, s);
+		return VE_CALL(cuMemcpyHtoDAsync, (dst, src, n, s));
 	if (host_kind_of(src) == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_REAL(cuMemcpyHtoDAsync)(dst, src, n, s));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpyHtoDAsync, (dst, src, n, s)));
 	return submit_copy(&t, VE_CP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, NULL, 0, false);
 }
 
@@ -884,9 +887,9 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyDtoHAsync)(dst, src, n, s);
+		return VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s));
 	if (host_kind_of(dst) == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_REAL(cuMemcpyDtoHAsync)(dst, src, n, s));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s)));
 	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, false);
 }
 
@@ -895,7 +898,7 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream 
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyDtoDAsync)(dst, src, n, s);
+		return VE_CALL(cuMemcpyDtoDAsync, (dst, src, n, s));
 	return submit_copy(&t, VE_CP_DTOD, dst, src, n, NULL, 0, false);
 }
 
@@ -904,10 +907,10 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyAsync)(dst, src, n, s);
+		return VE_CALL(cuMemcpyAsync, (dst, src, n, s));
 	if (host_kind_of((void *)(uintptr_t)dst) == HK_PAGEABLE ||
 	    host_kind_of((void *)(uintptr_t)src) == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_REAL(cuMemcpyAsync)(dst, src, n, s));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpyAsync, (dst, src, n, s)));
 	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, false);
 }
 
@@ -917,13 +920,13 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUc
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyPeerAsync)(dst, dctx, src, sctx, n, s);
+		return VE_CALL(cuMemcpyPeerAsync, (dst, dctx, src, sctx, n, s));
 	/* Only copies within the virtualized context are deferred: for any other
 	 * context the driver must see the call now, so that an invalid context is
 	 * reported by this call, not as a sticky error of a later one
 	 * (prog_shim_memory "2d_3d_peer"). */
 	if (dctx != ve__shim.ctx || sctx != ve__shim.ctx)
-		BARRIER_CALL(&t, VE_REAL(cuMemcpyPeerAsync)(dst, dctx, src, sctx, n, s));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpyPeerAsync, (dst, dctx, src, sctx, n, s)));
 	struct ve_cp_peer pc = {.dst_ctx = dctx, .src_ctx = sctx};
 	return submit_copy(&t, VE_CP_PEER, dst, src, n, &pc, sizeof(pc), false);
 }
@@ -961,9 +964,9 @@ CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s)
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	bool to_host;
 	if (!t.virt || !c)
-		return VE_REAL(cuMemcpy2DAsync)(c, s);
+		return VE_CALL(cuMemcpy2DAsync, (c, s));
 	if (!copy2d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_REAL(cuMemcpy2DAsync)(c, s));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpy2DAsync, (c, s)));
 	return submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c, sizeof(*c),
 			   false);
 }
@@ -974,9 +977,9 @@ CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s)
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	bool to_host;
 	if (!t.virt || !c)
-		return VE_REAL(cuMemcpy3DAsync)(c, s);
+		return VE_CALL(cuMemcpy3DAsync, (c, s));
 	if (!copy3d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_REAL(cuMemcpy3DAsync)(c, s));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpy3DAsync, (c, s)));
 	return submit_copy(&t, VE_CP_3D, 0, 0, (size_t)c->WidthInBytes * c->Height * c->Depth, c,
 			   sizeof(*c), false);
 }
@@ -991,9 +994,9 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 	struct ve_target t;
 	resolve_default(&t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyHtoD)(dst, src, n);
+		return VE_CALL(cuMemcpyHtoD, (dst, src, n));
 	if (host_kind_of(src) == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_REAL(cuMemcpyHtoD)(dst, src, n));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpyHtoD, (dst, src, n)));
 	return submit_copy(&t, VE_CP_HTOD, dst, (CUdeviceptr)(uintptr_t)src, n, NULL, 0, true);
 }
 
@@ -1002,11 +1005,11 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	struct ve_target t;
 	resolve_default(&t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyDtoH)(dst, src, n);
+		return VE_CALL(cuMemcpyDtoH, (dst, src, n));
 	if (host_kind_of(dst) == HK_PAGEABLE) {
 		/* Returns only when done, so nothing later can overtake it. */
 		CUresult r = ve__barrier_begin(&t);
-		return r != CUDA_SUCCESS ? r : VE_REAL(cuMemcpyDtoH)(dst, src, n);
+		return r != CUDA_SUCCESS ? r : VE_CALL(cuMemcpyDtoH, (dst, src, n));
 	}
 	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, true);
 }
@@ -1016,7 +1019,7 @@ CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	struct ve_target t;
 	resolve_default(&t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyDtoD)(dst, src, n);
+		return VE_CALL(cuMemcpyDtoD, (dst, src, n));
 	return submit_copy(&t, VE_CP_DTOD, dst, src, n, NULL, 0, false);
 }
 
@@ -1025,11 +1028,11 @@ CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	struct ve_target t;
 	resolve_default(&t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpy)(dst, src, n);
+		return VE_CALL(cuMemcpy, (dst, src, n));
 	enum host_kind kd = host_kind_of((void *)(uintptr_t)dst);
 	enum host_kind ks = host_kind_of((void *)(uintptr_t)src);
 	if (kd == HK_PAGEABLE || ks == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_REAL(cuMemcpy)(dst, src, n));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpy, (dst, src, n)));
 	bool host_side = kd == HK_PINNED || ks == HK_PINNED;
 	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, host_side);
 }
@@ -1039,9 +1042,9 @@ CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontex
 	struct ve_target t;
 	resolve_default(&t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyPeer)(dst, dctx, src, sctx, n);
+		return VE_CALL(cuMemcpyPeer, (dst, dctx, src, sctx, n));
 	if (dctx != ve__shim.ctx || sctx != ve__shim.ctx) /* see cuMemcpyPeerAsync */
-		BARRIER_CALL(&t, VE_REAL(cuMemcpyPeer)(dst, dctx, src, sctx, n));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpyPeer, (dst, dctx, src, sctx, n)));
 	struct ve_cp_peer pc = {.dst_ctx = dctx, .src_ctx = sctx};
 	return submit_copy(&t, VE_CP_PEER, dst, src, n, &pc, sizeof(pc), false);
 }
@@ -1052,9 +1055,9 @@ CUresult cuMemcpy2D(const CUDA_MEMCPY2D *c)
 	resolve_default(&t);
 	bool to_host = false;
 	if (!t.virt || !c)
-		return VE_REAL(cuMemcpy2D)(c);
+		return VE_CALL(cuMemcpy2D, (c));
 	if (!copy2d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_REAL(cuMemcpy2D)(c));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpy2D, (c)));
 	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
 	return submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c, sizeof(*c),
 			   host_side);
@@ -1065,8 +1068,8 @@ CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *c)
 	struct ve_target t;
 	resolve_default(&t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpy2DUnaligned)(c);
-	BARRIER_CALL(&t, VE_REAL(cuMemcpy2DUnaligned)(c));
+		return VE_CALL(cuMemcpy2DUnaligned, (c));
+	BARRIER_CALL(&t, VE_CALL(cuMemcpy2DUnaligned, (c)));
 }
 
 CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
@@ -1075,9 +1078,9 @@ CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
 	resolve_default(&t);
 	bool to_host = false;
 	if (!t.virt || !c)
-		return VE_REAL(cuMemcpy3D)(c);
+		return VE_CALL(cuMemcpy3D, (c));
 	if (!copy3d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_REAL(cuMemcpy3D)(c));
+		BARRIER_CALL(&t, VE_CALL(cuMemcpy3D, (c)));
 	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
 	return submit_copy(&t, VE_CP_3D, 0, 0, (size_t)c->WidthInBytes * c->Height * c->Depth, c,
 			   sizeof(*c), host_side);
@@ -1091,7 +1094,7 @@ CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
 		struct ve_target t;                                                                \
 		ve__resolve_stream(s, VE_PTSZ, &t);                                                \
 		if (!t.virt)                                                                       \
-			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, v, n, s);                                        \
+			return VE_CALL_T(name, VE_REAL_ID_##name, (dst, v, n, s));                                        \
 		return submit_memset(&t, dst, v, elem, 0, n, 1, false);                            \
 	}
 MEMSET_ASYNC(cuMemsetD8Async, 1, unsigned char)
@@ -1104,7 +1107,7 @@ MEMSET_ASYNC(cuMemsetD32Async, 4, unsigned int)
 		struct ve_target t;                                                                \
 		ve__resolve_stream(s, VE_PTSZ, &t);                                                \
 		if (!t.virt)                                                                       \
-			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, pitch, v, w, h, s);                              \
+			return VE_CALL_T(name, VE_REAL_ID_##name, (dst, pitch, v, w, h, s));                              \
 		return submit_memset(&t, dst, v, elem, pitch, w, h, false);                        \
 	}
 MEMSET2D_ASYNC(cuMemsetD2D8Async, 1, unsigned char)
@@ -1119,7 +1122,7 @@ MEMSET2D_ASYNC(cuMemsetD2D32Async, 4, unsigned int)
 		struct ve_target t;                                                                \
 		resolve_default(&t);                                                               \
 		if (!t.virt)                                                                       \
-			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, v, n);                                           \
+			return VE_CALL_T(name, VE_REAL_ID_##name, (dst, v, n));                                           \
 		return submit_memset(&t, dst, v, elem, 0, n, 1,                                    \
 				     host_kind_of((void *)(uintptr_t)dst) != HK_DEVICE);           \
 	}
@@ -1133,7 +1136,7 @@ MEMSET_SYNC(cuMemsetD32, 4, unsigned int)
 		struct ve_target t;                                                                \
 		resolve_default(&t);                                                               \
 		if (!t.virt)                                                                       \
-			return VE_REAL_T(name, VE_REAL_ID_##name)(dst, pitch, v, w, h);                                 \
+			return VE_CALL_T(name, VE_REAL_ID_##name, (dst, pitch, v, w, h));                                 \
 		return submit_memset(&t, dst, v, elem, pitch, w, h,                                \
 				     host_kind_of((void *)(uintptr_t)dst) != HK_DEVICE);           \
 	}
@@ -1154,11 +1157,11 @@ static int call_write_value(uint64_t lane, const void *payload, uint32_t len)
 {
 	struct write_value w;
 	memcpy(&w, payload, sizeof(w));
-	CUresult r = w.width == 8 ? VE_REAL0(cuStreamWriteValue64)((CUstream)(uintptr_t)lane,
-								   w.addr, w.value, w.flags)
-				  : VE_REAL0(cuStreamWriteValue32)((CUstream)(uintptr_t)lane,
+	CUresult r = w.width == 8 ? VE_CALL0(cuStreamWriteValue64, ((CUstream)(uintptr_t)lane,
+								   w.addr, w.value, w.flags))
+				  : VE_CALL0(cuStreamWriteValue32, ((CUstream)(uintptr_t)lane,
 								   w.addr, (cuuint32_t)w.value,
-								   w.flags);
+								   w.flags));
 	return r == CUDA_SUCCESS ? 0 : (int)r;
 }
 
@@ -1176,7 +1179,7 @@ CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, un
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuStreamWriteValue32)(s, addr, value, flags);
+		return VE_CALL(cuStreamWriteValue32, (s, addr, value, flags));
 	return write_value(s, addr, value, flags, 4, &t);
 }
 
@@ -1185,7 +1188,7 @@ CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, un
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuStreamWriteValue64)(s, addr, value, flags);
+		return VE_CALL(cuStreamWriteValue64, (s, addr, value, flags));
 	return write_value(s, addr, value, flags, 8, &t);
 }
 
@@ -1196,8 +1199,8 @@ CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, uns
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuStreamWaitValue32)(s, addr, value, flags);
-	BARRIER_CALL(&t, VE_REAL(cuStreamWaitValue32)(s, addr, value, flags));
+		return VE_CALL(cuStreamWaitValue32, (s, addr, value, flags));
+	BARRIER_CALL(&t, VE_CALL(cuStreamWaitValue32, (s, addr, value, flags)));
 }
 
 CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
@@ -1205,8 +1208,8 @@ CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, uns
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuStreamWaitValue64)(s, addr, value, flags);
-	BARRIER_CALL(&t, VE_REAL(cuStreamWaitValue64)(s, addr, value, flags));
+		return VE_CALL(cuStreamWaitValue64, (s, addr, value, flags));
+	BARRIER_CALL(&t, VE_CALL(cuStreamWaitValue64, (s, addr, value, flags)));
 }
 
 /* ------------------------------------------------------------------ allocation */
@@ -1216,9 +1219,9 @@ CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuMemFreeAsync)(p, s);
+		return VE_CALL(cuMemFreeAsync, (p, s));
 	/* Freed in stream order: after the logical work before it. */
-	BARRIER_CALL(&t, VE_REAL(cuMemFreeAsync)(p, s));
+	BARRIER_CALL(&t, VE_CALL(cuMemFreeAsync, (p, s)));
 }
 
 CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
@@ -1228,11 +1231,11 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
 	struct ve_target t;
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
-		return VE_REAL(cuMemcpyBatchAsync)(dsts, srcs, sizes, count, attrs, attrIdxs, numAttrs,
-						   s);
+		return VE_CALL(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrIdxs, numAttrs,
+						   s));
 	ve__notice_once(VE_NOTE_BATCH, "batched copies pass through in order");
-	BARRIER_CALL(&t, VE_REAL(cuMemcpyBatchAsync)(dsts, srcs, sizes, count, attrs, attrIdxs,
-						     numAttrs, s));
+	BARRIER_CALL(&t, VE_CALL(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrIdxs,
+						     numAttrs, s)));
 }
 
 #if !VE_PTSZ
@@ -1242,35 +1245,35 @@ CUresult cuMemFree(CUdeviceptr p)
 {
 	if (ve__shim_is_active())
 		ve_vctx_ctx_sync(V());
-	return VE_REAL0(cuMemFree)(p);
+	return VE_CALL0(cuMemFree, (p));
 }
 
 CUresult cuMemFreeHost(void *p)
 {
 	if (ve__shim_is_active())
 		ve_vctx_ctx_sync(V());
-	return VE_REAL0(cuMemFreeHost)(p);
+	return VE_CALL0(cuMemFreeHost, (p));
 }
 
 CUresult cuMemHostUnregister(void *p)
 {
 	if (ve__shim_is_active())
 		ve_vctx_ctx_sync(V());
-	return VE_REAL0(cuMemHostUnregister)(p);
+	return VE_CALL0(cuMemHostUnregister, (p));
 }
 
 CUresult cuCtxSynchronize(void)
 {
 	if (ve__shim_active()) {
 		CUcontext cur = NULL;
-		VE_REAL0(cuCtxGetCurrent)(&cur);
+		VE_CALL0(cuCtxGetCurrent, (&cur));
 		if (cur == ve__shim.ctx) {
 			int rc = ve_vctx_ctx_sync(V());
 			if (rc)
 				return ve__cu_error(rc);
 		}
 	}
-	return VE_REAL0(cuCtxSynchronize)();
+	return VE_CALL0(cuCtxSynchronize, ());
 }
 
 /* The CUDA 13 form names the context (NULL = the current one). */
@@ -1279,14 +1282,14 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	if (ve__shim_active()) {
 		CUcontext cur = ctx;
 		if (!cur)
-			VE_REAL0(cuCtxGetCurrent)(&cur);
+			VE_CALL0(cuCtxGetCurrent, (&cur));
 		if (cur == ve__shim.ctx) {
 			int rc = ve_vctx_ctx_sync(V());
 			if (rc)
 				return ve__cu_error(rc);
 		}
 	}
-	return VE_REAL0(cuCtxSynchronize_v2)(ctx);
+	return VE_CALL0(cuCtxSynchronize_v2, (ctx));
 }
 #endif
 

@@ -8,6 +8,7 @@
 #include "shim/shim.h"
 #include "backend/cuda.h"
 #include "backend/cuda_desc.h"
+#include "runtime/knobs.h"
 #include "runtime/runtime.h"
 #include "util/util.h"
 
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct ve_shim ve__shim;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -108,8 +110,10 @@ static int load_config(struct ve_shim_config *c)
 	c->window = (uint32_t)v;
 	bad |= env_u64("VE_PIPE_BUDGET", 0, 0, 65535, &v);
 	c->pipe_budget = (uint32_t)v;
-	bad |= env_u64("VE_WATCHDOG_MS", 0, 0, 86400000, &v);
+	bad |= env_u64("VE_WATCHDOG_MS", 10000, 0, 86400000, &v);
 	c->watchdog_ms = v;
+	bad |= env_u64("VE_STRICT", 0, 0, 1, &v);
+	c->strict = (uint32_t)v;
 	char bind[16];
 	env_str("VE_BIND", "grant", bind, sizeof(bind));
 	if (strcmp(bind, "op") == 0) {
@@ -150,6 +154,17 @@ static int load_config(struct ve_shim_config *c)
 	env_str("VE_TRACE", "", c->trace, sizeof(c->trace));
 	env_str("VE_PROFILE", "", c->profile, sizeof(c->profile));
 	env_str("VE_PROFILE_OUT", "", c->profile_out, sizeof(c->profile_out));
+	/* Files written at exit must be writable now: found out at exit, the
+	 * data would be lost after the whole run. */
+	const char *outs[][2] = {{"VE_TRACE", c->trace}, {"VE_PROFILE_OUT", c->profile_out}};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(outs); i++) {
+		int wrc = outs[i][1][0] ? ve__path_writable(outs[i][1]) : 0;
+		if (wrc) {
+			VE_ERR("%s=%s: cannot write there: %s", outs[i][0], outs[i][1],
+			       strerror(-wrc));
+			bad = 1;
+		}
+	}
 	bad |= check_daemon_env() != 0;
 	return bad ? -EINVAL : 0;
 }
@@ -158,8 +173,26 @@ static int load_config(struct ve_shim_config *c)
 
 static void shim_atexit(void);
 
+/* VE_STRICT=1 (read directly: the configuration may be what failed). */
+static bool strict_mode(void)
+{
+	const char *s = getenv("VE_STRICT");
+	return s && strcmp(s, "1") == 0;
+}
+
+/* The exit status of a process that VE_STRICT=1 stops: EX_CONFIG of
+ * sysexits.h (docs/configuration.md). */
+#define VE_STRICT_EXIT 78
+
 static void go_passthrough(const char *why)
 {
+	if (why && strict_mode()) {
+		/* Nothing of the program ran on the GPU yet: stopping here loses
+		 * nothing, running un-virtualized would hide the problem. */
+		ve__log(VE_LOG_ERROR, "%s; VE_STRICT=1: exiting (status %d) instead of running as a "
+			"pass-through", why, VE_STRICT_EXIT);
+		_exit(VE_STRICT_EXIT);
+	}
 	atomic_store_explicit(&ve__shim.state, VE_SHIM_PASSTHROUGH, memory_order_release);
 	if (why)
 		ve__log(VE_LOG_WARN, "%s: running as a transparent pass-through", why);
@@ -193,6 +226,8 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 	rc->max_ops = S->cfg.max_ops;
 	rc->per_op = S->cfg.per_op;
 	rc->tick_ns = S->cfg.tick_us * 1000;
+	rc->watchdog_ns = S->cfg.watchdog_ms * 1000000ull;
+	rc->strict = S->cfg.strict;
 	rc->dispatch = (struct ve_dispatcher_config){.lanes_per_entry = S->cfg.lanes,
 						     .copy_lanes = S->cfg.copy_lanes,
 						     .window = S->cfg.window,
@@ -206,6 +241,11 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 static int start_runtime(struct ve_shim *S)
 {
 	char err[512] = "";
+	if (!ve__real.cuInit || !ve__real.cuDeviceGet || !ve__real.cuDevicePrimaryCtxRetain ||
+	    !ve__real.cuCtxGetCurrent) {
+		VE_WARN("the CUDA driver lacks the context calls Vitamin-E needs (too old)");
+		return -ENOTSUP;
+	}
 	CUresult r = ve__real.cuInit(0); /* no-op if the app already did it */
 	if (r == CUDA_SUCCESS)
 		r = ve__real.cuDeviceGet(&S->dev, S->cfg.device);
@@ -276,6 +316,7 @@ static void init_locked(void)
 {
 	struct ve_shim *S = &ve__shim;
 	ve__log_init();
+	ve_knobs_check_env();
 	if (load_config(&S->cfg)) {
 		go_passthrough("vitamin-e: bad configuration (see above)");
 		return;
@@ -348,6 +389,16 @@ static void shim_atexit(void)
 		ve_runtime_mode(S->rt) == VE_RUNTIME_VED ? "ved" : rs.link.policy,
 		(unsigned long long)rs.dispatch.copies, (unsigned long long)rs.dispatch.host_fns,
 		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6);
+	/* The bind deadline's fallbacks are a problem to see, not a statistic. */
+	struct ve_coord_stats cs = {0};
+	if (ve_runtime_coord(S->rt))
+		ve_coord_stats(ve_runtime_coord(S->rt), &cs);
+	if (rs.dispatch.watchdog_binds || cs.watchdog_binds || rs.dispatch.stuck_lanes)
+		VE_WARN("exit: the watchdog (VE_WATCHDOG_MS=%llu) bound %llu ops to the whole GPU "
+			"and found %llu stuck lanes",
+			(unsigned long long)S->cfg.watchdog_ms,
+			(unsigned long long)(rs.dispatch.watchdog_binds + cs.watchdog_binds),
+			(unsigned long long)rs.dispatch.stuck_lanes);
 	if (ve_runtime_trace(S->rt)) {
 		int rc = ve_runtime_trace_write(S->rt, S->cfg.trace);
 		if (rc)

@@ -42,8 +42,9 @@ struct ve_shim_config {
 	char trace[512];    /* VE_TRACE */
 	char profile[512];  /* VE_PROFILE */
 	char profile_out[512]; /* VE_PROFILE_OUT: save refined profiles at exit */
-	uint64_t watchdog_ms; /* VE_WATCHDOG_MS: log a dump when a sync waits this long */
+	uint64_t watchdog_ms; /* VE_WATCHDOG_MS: bind deadline, stuck-lane and sync-wait dumps */
 	uint32_t graphs;      /* VE_GRAPHS: enum ve_graphs_mode */
+	uint32_t strict;      /* VE_STRICT=1: any fallback at start is fatal */
 };
 
 /* VE_GRAPHS: where graph launches run (src/shim/graph.c). */

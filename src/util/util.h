@@ -4,6 +4,8 @@
 #define VE_UTIL_H
 
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -77,5 +79,14 @@ static inline uint32_t ve__rand_below(uint64_t *s, uint32_t n)
 /* Text helpers for config parsing: strict integer/double parse (whole string). */
 int ve__parse_u64(const char *s, uint64_t *out);
 int ve__parse_double(const char *s, double *out);
+
+/* 0 if 'path' can be opened for writing (created if missing, then removed
+ * again), else -errno: outputs written at exit are checked at start. */
+int ve__path_writable(const char *path);
+
+/* Edit distance of two names, ignoring case (misspelt variables and keys). */
+size_t ve__edit_distance(const char *a, const char *b);
+/* The entry of list[n] nearest to name, if at most max_dist edits away. */
+const char *ve__closest(const char *name, const char *const *list, size_t n, size_t max_dist);
 
 #endif

@@ -193,9 +193,11 @@ static int try_register(struct ve_remote *r, struct conn **out, char *err, size_
 		return -ENOMEM;
 	c->sock = c->efd = -1;
 	c->shm.fd = -1;
-	int rc = ve_ctl_connect(r->path);
+	char why[400];
+	int rc = ve_ctl_connect_checked(r->path, why, sizeof(why));
 	if (rc < 0) {
-		snprintf(err, errlen, "cannot connect to %s: %s", r->path, strerror(-rc));
+		snprintf(err, errlen, "cannot connect to %s: %s", r->path,
+			 why[0] ? why : strerror(-rc));
 		free(c);
 		return rc;
 	}

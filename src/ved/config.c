@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -46,6 +47,12 @@ static const struct key keys[] = {
     {"metrics_listen", K_STR, 0, 0,
      "serve Prometheus metrics over HTTP: HOST:PORT, PORT (127.0.0.1) or :PORT (all); "
      "empty = off"},
+    {"hello_timeout_ms", K_U32, 100, 60000,
+     "a connection that sends nothing this long (no HELLO, no request) is closed"},
+    {"max_conns_per_uid", K_U32, 0, 160,
+     "connections one user may hold open, 0 = max_clients + 8"},
+    {"watchdog_ms", K_U32, 0, 86400000,
+     "bind deadline: an op ready this long runs on the whole GPU, 0 = off"},
 };
 
 void ved_config_usage(FILE *f)
@@ -168,6 +175,12 @@ static int set_key(struct ved_config *c, const struct key *k, const char *v, con
 			c->tick_us = (uint32_t)u;
 		else if (strcmp(k->name, "stats_interval") == 0)
 			c->stats_interval_s = (uint32_t)u;
+		else if (strcmp(k->name, "hello_timeout_ms") == 0)
+			c->hello_timeout_ms = (uint32_t)u;
+		else if (strcmp(k->name, "max_conns_per_uid") == 0)
+			c->max_conns_per_uid = (uint32_t)u;
+		else if (strcmp(k->name, "watchdog_ms") == 0)
+			c->watchdog_ms = (uint32_t)u;
 		else
 			c->trace_events = (uint32_t)u;
 		return 0;
@@ -259,6 +272,18 @@ static int load_file(struct ved_config *c, const char *path, bool must)
 	while (fgets(line, sizeof(line), f)) {
 		ln++;
 		snprintf(where, sizeof(where), "%s:%d", path, ln);
+		size_t len = strlen(line);
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n' && !feof(f)) {
+			/* Its tail would be read as a line of its own (a commented-out
+			 * long line could turn a key on): refuse it, and skip the rest. */
+			fprintf(stderr, "ved: %s: line longer than %zu bytes\n", where,
+				sizeof(line) - 2);
+			bad = 1;
+			int ch;
+			while ((ch = fgetc(f)) != EOF && ch != '\n')
+				;
+			continue;
+		}
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = 0;
@@ -286,6 +311,38 @@ static int load_file(struct ved_config *c, const char *path, bool must)
 	return bad ? -EINVAL : 0;
 }
 
+extern char **environ;
+
+/* A VE_VED_<KEY> that names no key would be ignored: say so, with the key
+ * it probably meant. (VE_VED_TEST_* belong to the test suite.) */
+static void warn_unknown_env(void)
+{
+	const char *names[VE_ARRAY_SIZE(keys)];
+	char envs[VE_ARRAY_SIZE(keys)][48];
+	for (size_t i = 0; i < VE_ARRAY_SIZE(keys); i++) {
+		snprintf(envs[i], sizeof(envs[i]), "VE_VED_%s", keys[i].name);
+		for (char *p = envs[i]; *p; p++)
+			*p = (char)toupper((unsigned char)*p);
+		names[i] = envs[i];
+	}
+	for (char **e = environ; e && *e; e++) {
+		if (strncmp(*e, "VE_VED_", 7) != 0 || strncmp(*e, "VE_VED_TEST_", 12) == 0)
+			continue;
+		char name[64];
+		size_t len = strcspn(*e, "=");
+		snprintf(name, sizeof(name), "%.*s", (int)VE_MIN(len, sizeof(name) - 1), *e);
+		bool known = false;
+		for (size_t i = 0; i < VE_ARRAY_SIZE(keys) && !known; i++)
+			known = strcmp(name, names[i]) == 0;
+		if (known)
+			continue;
+		const char *near = ve__closest(name, names, VE_ARRAY_SIZE(keys), 3);
+		fprintf(stderr, "ved: warning: environment %s is not a ved key and is ignored%s%s%s\n",
+			name, near ? "; did you mean " : " (ved --help lists them)",
+			near ? near : "", near ? "?" : "");
+	}
+}
+
 int ved_config_load(struct ved_config *c, const struct ved_overrides *o)
 {
 	memset(c, 0, sizeof(*c));
@@ -300,6 +357,8 @@ int ved_config_load(struct ved_config *c, const struct ved_overrides *o)
 	c->tick_us = 200;
 	c->stats_interval_s = 60;
 	c->trace_events = 16384;
+	c->hello_timeout_ms = 2000;
+	c->watchdog_ms = 10000;
 	int bad = 0;
 	if (o && o->config)
 		bad |= load_file(c, o->config, true) != 0;
@@ -317,6 +376,7 @@ int ved_config_load(struct ved_config *c, const struct ved_overrides *o)
 		snprintf(where, sizeof(where), "environment %s", env);
 		bad |= set_key(c, &keys[i], v, where) != 0;
 	}
+	warn_unknown_env();
 	if (o && o->socket)
 		bad |= set_key(c, find_key("socket"), o->socket, "--socket") != 0;
 	if (o && o->device_set) {

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #define MAX_CONNS  160 /* registered clients plus tools */
+#define OWNER_RESERVE 32 /* slots users other than ved's own never take */
 #define BATCH	   64
 #define TAG_LISTEN 1u
 #define TAG_SIGNAL 2u
@@ -76,12 +77,13 @@ struct vconn {
 	uint64_t wait_since;	/* it asked for a grant then (0: it does not wait) */
 	bool stale;
 	uint32_t fallbacks; /* safe-mode fallbacks it reported at HELLO */
+	uint64_t last_ns; /* accepted or last request (unregistered: HELLO deadline) */
 };
 
 struct ved {
 	struct ved_config cfg;
-	char lock_path[128];
-	int lfd, lockfd, epfd, sigfd;
+	char lock_path[128], devlock_path[128];
+	int lfd, lockfd, devlockfd, epfd, sigfd;
 	bool own_socket;
 	struct ve_serve *srv;
 	char pool_desc[128];
@@ -90,7 +92,8 @@ struct ved {
 	uint32_t nregistered;
 	uint64_t start_ns;
 	uint64_t next_beat, next_rate, next_stats, next_tick;
-	uint64_t sleeps, wakeups, refused;
+	uint64_t sleeps, wakeups, refused, hello_timeouts;
+	uint64_t next_idle_check;
 	uint64_t rate_records, rate_ns;
 	double records_per_s;
 	int mps;
@@ -137,7 +140,8 @@ static int make_serve(struct ved *d, const uint32_t *leaf_sms, uint32_t nleaves,
 		      .seed = ve__now_ns(),
 		      .log_decisions = d->cfg.log_level >= VE_LOG_DEBUG,
 		      .per_op = d->cfg.per_op,
-		      .tick_ns = (uint64_t)d->cfg.tick_us * 1000},
+		      .tick_ns = (uint64_t)d->cfg.tick_us * 1000,
+		      .watchdog_ns = (uint64_t)d->cfg.watchdog_ms * 1000000ull},
 	    .client_ops = d->cfg.client_ops,
 	    .trace_events = d->cfg.trace_events,
 	    .check = d->cfg.check,
@@ -183,43 +187,78 @@ static int private_dir(const char *dir, const struct ved_config *c)
 	return 0;
 }
 
-static int take_lock(struct ved *d)
+/* Takes the lock file at 'path' (flock), writing "pid socket" into it; the
+ * fd, or -1 with a message naming the ved that holds it. */
+static int take_lock_at(struct ved *d, const char *path)
 {
 	for (int tries = 0; tries < 5; tries++) {
-		int fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0) {
-			fprintf(stderr, "ved: cannot open lock file %s: %s\n", d->lock_path,
-				strerror(errno));
+			fprintf(stderr, "ved: cannot open lock file %s: %s\n", path, strerror(errno));
 			return -1;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			char pid[32] = "?";
-			ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
-			pid[n > 0 ? n : 1] = 0;
-			pid[strcspn(pid, "\n")] = 0;
+			char who[160] = "";
+			ssize_t n = pread(fd, who, sizeof(who) - 1, 0);
+			who[n > 0 ? n : 0] = 0;
+			char *nl = strchr(who, '\n'), *sock = nl ? nl + 1 : NULL;
+			if (nl)
+				*nl = 0;
+			if (sock)
+				sock[strcspn(sock, "\n")] = 0;
 			fprintf(stderr,
 				"ved: another ved (pid %s) already serves device %d on %s; stop it "
 				"first (one ved per device)\n",
-				pid, d->cfg.device, d->cfg.socket);
+				who[0] ? who : "?", d->cfg.device,
+				sock && *sock ? sock : d->cfg.socket);
 			close(fd);
 			return -1;
 		}
 		/* The file we locked must still be the one at the path: a ved that
 		 * exits unlinks it, and a lock on an unlinked file guards nothing. */
 		struct stat a, b;
-		if (fstat(fd, &a) == 0 && stat(d->lock_path, &b) == 0 && a.st_ino == b.st_ino &&
+		if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
 		    a.st_dev == b.st_dev) {
-			char pid[32];
-			int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-			if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-				VE_WARN("ved: cannot write our pid into %s", d->lock_path);
-			d->lockfd = fd;
-			return 0;
+			char who[160];
+			int n = snprintf(who, sizeof(who), "%d\n%s\n", (int)getpid(), d->cfg.socket);
+			if (ftruncate(fd, 0) < 0 || pwrite(fd, who, (size_t)n, 0) != n)
+				VE_WARN("ved: cannot write our pid into %s", path);
+			return fd;
 		}
 		close(fd);
 	}
-	fprintf(stderr, "ved: lock file %s keeps changing; giving up\n", d->lock_path);
+	fprintf(stderr, "ved: lock file %s keeps changing; giving up\n", path);
 	return -1;
+}
+
+static int take_lock(struct ved *d)
+{
+	d->lockfd = take_lock_at(d, d->lock_path);
+	return d->lockfd < 0 ? -1 : 0;
+}
+
+/* One ved per device, whatever socket each was given: the lock next to the
+ * device's default socket is taken too (the same file when the socket is
+ * the default one). A second ved then refuses and names the first. */
+static int take_device_lock(struct ved *d)
+{
+	char sock[108], dir[108];
+	if (ve_ctl_default_path(d->cfg.device, sock, sizeof(sock)) ||
+	    ve_ctl_lock_path(sock, d->devlock_path, sizeof(d->devlock_path))) {
+		d->devlock_path[0] = 0;
+		return 0; /* no default place: the socket's lock is all there is */
+	}
+	char lock[128];
+	if (ve_ctl_lock_path(d->cfg.socket, lock, sizeof(lock)) == 0 &&
+	    strcmp(lock, d->devlock_path) == 0) {
+		d->devlock_path[0] = 0;
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), "%s", sock);
+	if (private_dir(dirname(dir), &d->cfg))
+		return -1;
+	d->devlockfd = take_lock_at(d, d->devlock_path);
+	return d->devlockfd < 0 ? -1 : 0;
 }
 
 static int listen_socket(struct ved *d)
@@ -232,7 +271,7 @@ static int listen_socket(struct ved *d)
 		fprintf(stderr, "ved: socket path too long: %s\n", d->cfg.socket);
 		return -1;
 	}
-	if (take_lock(d))
+	if (take_device_lock(d) || take_lock(d))
 		return -1;
 	struct stat st;
 	if (lstat(d->cfg.socket, &st) == 0) {
@@ -251,7 +290,8 @@ static int listen_socket(struct ved *d)
 		return -1;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->cfg.socket);
-	mode_t old = umask(077);
+	/* 0600: connecting needs write permission on the socket, nothing more. */
+	mode_t old = umask(0177);
 	int rc = bind(d->lfd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
 	if (rc < 0) {
@@ -279,9 +319,26 @@ static void cleanup_files(struct ved *d)
 		close(d->lockfd);
 		d->lockfd = -1;
 	}
+	if (d->devlockfd >= 0) {
+		unlink(d->devlock_path);
+		close(d->devlockfd);
+		d->devlockfd = -1;
+	}
 }
 
 /* ------------------------------------------------------------------ connections */
+
+/* Closing a socket with unread messages resets the connection, and the
+ * peer's next read fails with ECONNRESET instead of returning what we sent
+ * last (a REFUSE saying why). So: no more from us, read what came, close. */
+static void close_politely(int fd)
+{
+	shutdown(fd, SHUT_WR);
+	char sink[512];
+	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
+}
 
 static void conn_close(struct ved *d, struct vconn *c, const char *why, bool violation)
 {
@@ -308,7 +365,7 @@ static void conn_close(struct ved *d, struct vconn *c, const char *why, bool vio
 		}
 	}
 	epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
+	close_politely(c->fd);
 	memset(c, 0, sizeof(*c));
 	c->fd = c->efd = -1;
 }
@@ -837,6 +894,7 @@ static void do_status(struct ved *d, struct vconn *c)
 	m->sleeps = d->sleeps;
 	m->wakeups = d->wakeups;
 	m->refused = d->refused;
+	m->hello_timeouts = d->hello_timeouts;
 	struct ve_ctl_entry *e = (void *)(m + 1);
 	if (d->srv) {
 		const struct ve_pool *p = ve_serve_pool(d->srv);
@@ -861,6 +919,7 @@ static void do_status(struct ved *d, struct vconn *c)
 		m->hints = cs.hints;
 		m->gate_closes = cs.gate_closes;
 		m->decide_ns = cs.decide_ns;
+		m->watchdog_binds = cs.watchdog_binds;
 		struct ve_serve_stats ss;
 		ve_serve_stats(d->srv, &ss);
 		m->records_in = ss.records_in;
@@ -1045,6 +1104,7 @@ static void on_conn(struct ved *d, struct vconn *c, uint32_t events)
 			conn_close(d, c, n == 0 ? "closed" : "error", false);
 			return;
 		}
+		c->last_ns = ve__now_ns();
 		int rc = ve_ctl_check(d->msg.b, (size_t)n, VE_CTL_TO_VED);
 		if (rc) {
 			if (rc == -EPROTO)
@@ -1094,17 +1154,40 @@ static void on_accept(struct ved *d)
 				    (unsigned)cr.uid, (unsigned)getuid(),
 				    d->cfg.group[0] ? " and group " : "", d->cfg.group);
 			d->refused++;
-			close(fd);
+			close_politely(fd);
 			continue;
 		}
-		uint32_t i;
-		for (i = 0; i < MAX_CONNS && d->conn[i].used; i++)
-			;
-		if (i == MAX_CONNS) {
-			send_refuse(fd, -EMFILE, "ved has too many connections");
-			close(fd);
+		/* Bounds, so that no user can lock the others out by holding
+		 * connections open: one uid may hold max_conns_per_uid, and
+		 * users other than ved's own (and root) leave OWNER_RESERVE
+		 * slots free for it. Idle ones close at the HELLO deadline. */
+		uint32_t i, free_at = MAX_CONNS, mine = 0, foreign = 0;
+		for (i = 0; i < MAX_CONNS; i++) {
+			const struct vconn *o = &d->conn[i];
+			if (!o->used) {
+				if (free_at == MAX_CONNS)
+					free_at = i;
+				continue;
+			}
+			mine += o->uid == cr.uid;
+			foreign += o->uid != getuid() && o->uid != 0;
+		}
+		uint32_t per_uid = d->cfg.max_conns_per_uid ? d->cfg.max_conns_per_uid
+							     : d->cfg.max_clients + 8;
+		bool owner = cr.uid == getuid() || cr.uid == 0;
+		const char *full = free_at == MAX_CONNS		      ? "ved has too many connections"
+				   : mine >= per_uid		      ? "this user has too many connections "
+								"open (max_conns_per_uid)"
+				   : !owner && foreign >= MAX_CONNS - OWNER_RESERVE ? "other users hold too "
+								"many connections"
+										 : NULL;
+		if (full) {
+			d->refused++;
+			send_refuse(fd, -EUSERS, "%s; try again later", full);
+			close_politely(fd);
 			continue;
 		}
+		i = free_at;
 		struct vconn *c = &d->conn[i];
 		memset(c, 0, sizeof(*c));
 		c->used = true;
@@ -1112,6 +1195,7 @@ static void on_accept(struct ved *d)
 		c->efd = -1;
 		c->pid = cr.pid;
 		c->uid = cr.uid;
+		c->last_ns = ve__now_ns();
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
 					 .data.u64 = tag(TAG_CONN, i)};
 		epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -1172,9 +1256,29 @@ static bool any_queued(struct ved *d)
 	return false;
 }
 
+/* The HELLO deadline: a connection that has not registered and sends no
+ * request for hello_timeout_ms holds a slot for nothing. */
+static void close_idle(struct ved *d, uint64_t now)
+{
+	uint64_t limit = (uint64_t)d->cfg.hello_timeout_ms * 1000000ull;
+	for (uint32_t i = 0; i < MAX_CONNS; i++) {
+		struct vconn *c = &d->conn[i];
+		if (!c->used || c->registered || now - c->last_ns < limit)
+			continue;
+		d->hello_timeouts++;
+		send_refuse(c->fd, -ETIMEDOUT, "nothing received for %u ms (hello_timeout_ms)",
+			    d->cfg.hello_timeout_ms);
+		conn_close(d, c, "HELLO deadline", false);
+	}
+}
+
 static void periodic(struct ved *d, uint64_t now)
 {
 	ops_tick(d, now);
+	if (now >= d->next_idle_check) {
+		close_idle(d, now);
+		d->next_idle_check = now + 50000000ull;
+	}
 	if (now >= d->next_beat) {
 		for (uint32_t id = 0; id < VE_COORD_MAX_CLIENTS; id++)
 			if (d->by_id[id])
@@ -1590,7 +1694,7 @@ int main(int argc, char **argv)
 		       d->cfg.config_path[0] ? d->cfg.config_path : "defaults");
 		return 0;
 	}
-	d->lfd = d->lockfd = d->epfd = d->sigfd = -1;
+	d->lfd = d->lockfd = d->devlockfd = d->epfd = d->sigfd = -1;
 	for (uint32_t i = 0; i < MAX_CONNS; i++)
 		d->conn[i].fd = d->conn[i].efd = -1;
 	signal(SIGPIPE, SIG_IGN);

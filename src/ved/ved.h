@@ -36,8 +36,11 @@ struct ved_config {
 	uint32_t stats_interval_s;
 	uint32_t trace_events;
 	bool check;
-	char metrics_listen[80]; /* "" = no metrics endpoint (docs/operations.md) */
-	char config_path[512];	 /* where the file came from, "" if none */
+	char metrics_listen[80];    /* "" = no metrics endpoint (docs/operations.md) */
+	uint32_t hello_timeout_ms;  /* an unregistered connection silent this long is closed */
+	uint32_t max_conns_per_uid; /* connections one uid may hold open (0: max_clients + 8) */
+	uint32_t watchdog_ms;	    /* bind deadline of the coordinator (0 = off) */
+	char config_path[512];	    /* where the file came from, "" if none */
 };
 
 /* Defaults, then the file (--config PATH, or VED_DEFAULT_CONFIG if it exists),

@@ -472,6 +472,10 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
 		}
 		g_fc.ndev = (int)ndev;
 		g_fc.trace = env_long("FAKECUDA_TRACE", 0) != 0;
+		g_fc.fail_alloc_at = env_long("FAKECUDA_FAIL_ALLOC_AT", 0);
+		g_fc.fail_launch_at = env_long("FAKECUDA_FAIL_LAUNCH_AT", 0);
+		g_fc.fault_launch_at = env_long("FAKECUDA_FAULT_LAUNCH_AT", 0);
+		g_fc.fault_code = (int)env_long("FAKECUDA_FAULT_CODE", CUDA_ERROR_ILLEGAL_ADDRESS);
 		if (!atomic_load(&g_fc.jitter_us)) {
 			atomic_store(&g_fc.jitter_us, (unsigned)env_long("FAKECUDA_JITTER_US", 0));
 			atomic_store(&g_fc.seed, (uint64_t)env_long("FAKECUDA_SEED", 1));

@@ -172,6 +172,7 @@ struct fc_cmd {
 			unsigned cluster[3];
 			void *params; /* packed copy */
 			void **pptrs; /* pointers into params, one per parameter */
+			int inject_fault; /* FAKECUDA_FAULT_LAUNCH_AT: fault instead of running */
 		} k;
 		struct {
 			struct fc_copy c;
@@ -327,6 +328,11 @@ struct fc_global {
 	_Atomic int live_workers;
 	_Atomic unsigned long long next_id;
 	_Atomic int global_captures; /* active GLOBAL-mode captures */
+	/* Injected driver errors (FAKECUDA_FAIL_ALLOC_AT, FAKECUDA_FAIL_LAUNCH_AT,
+	 * FAKECUDA_FAULT_LAUNCH_AT, FAKECUDA_FAULT_CODE): counted from 1. */
+	long fail_alloc_at, fail_launch_at, fault_launch_at;
+	int fault_code;
+	_Atomic long nallocs, nlaunches;
 };
 
 extern FC_HIDDEN struct fc_global fakecuda__g;

@@ -184,6 +184,9 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((r = fakecuda__capture_unsafe()))
 		return r;
+	/* Injected exhaustion: this allocation and every later one fail. */
+	if (g_fc.fail_alloc_at && atomic_fetch_add(&g_fc.nallocs, 1) + 1 >= g_fc.fail_alloc_at)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	uintptr_t p;
 	if ((r = dev_alloc(c, bytesize, 0, &p)))
 		return r;

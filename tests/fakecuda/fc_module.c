@@ -742,7 +742,13 @@ static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void 
 		if (blocks > nsm * (uint64_t)occ)
 			return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 	}
+	/* Injected errors: a launch refused at the call, or one that faults on
+	 * the device (sticky, like an illegal address). */
+	long nth = atomic_fetch_add(&g_fc.nlaunches, 1) + 1;
+	if (g_fc.fail_launch_at && nth == g_fc.fail_launch_at)
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	struct fc_cmd cmd = {.kind = FC_CMD_KERNEL};
+	cmd.u.k.inject_fault = g_fc.fault_launch_at && nth == g_fc.fault_launch_at;
 	cmd.u.k.k = (struct fc_kentry *)k;
 	memcpy(cmd.u.k.grid, L->grid, sizeof(L->grid));
 	memcpy(cmd.u.k.block, L->block, sizeof(L->block));

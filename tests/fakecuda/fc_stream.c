@@ -358,7 +358,10 @@ int fakecuda__cmd_run(struct fc_stream *s, struct fc_cmd *cmd, int from_graph)
 	int fault = 0;
 	switch (cmd->kind) {
 	case FC_CMD_KERNEL:
-		fakecuda__kernel_run(s, cmd, from_graph, &fault);
+		if (cmd->u.k.inject_fault)
+			fault = 1;
+		else
+			fakecuda__kernel_run(s, cmd, from_graph, &fault);
 		break;
 	case FC_CMD_COPY:
 		run_copy(&cmd->u.copy.c);
@@ -446,14 +449,13 @@ int fakecuda__cmd_run(struct fc_stream *s, struct fc_cmd *cmd, int from_graph)
 void fakecuda__ctx_fault(struct fc_ctx *c)
 {
 	struct fc_device *d = c->dev;
-	int zero = 0;
-	atomic_compare_exchange_strong(&d->sticky, &zero, CUDA_ERROR_ILLEGAL_ADDRESS);
+	int zero = 0, code = g_fc.fault_code ? g_fc.fault_code : CUDA_ERROR_ILLEGAL_ADDRESS;
+	atomic_compare_exchange_strong(&d->sticky, &zero, code);
 	pthread_mutex_lock(&g_fc.mu);
 	for (struct fc_ctx *x = g_fc.ctxs; x; x = x->next_all) {
 		zero = 0;
 		if (x->dev == d)
-			atomic_compare_exchange_strong(&x->sticky, &zero,
-						       CUDA_ERROR_ILLEGAL_ADDRESS);
+			atomic_compare_exchange_strong(&x->sticky, &zero, code);
 	}
 	pthread_mutex_unlock(&g_fc.mu);
 }

@@ -13,6 +13,9 @@
  *     sequence numbers right unless the input says otherwise
  *   a scheduling round / client k consuming its BIND records
  *   raw bytes as a control message, both directions (ve_ctl_check)
+ *   a valid control message of each type (HELLO, the requests, WELCOME,
+ *     DOORBELL, REFUSE, STATUS with entries and clients, TRACE, PROFILE),
+ *     which must pass, then mutated or truncated at input-chosen places
  *   raw bytes as a record, both directions       (ve_proto_check)
  *
  * A record refused as a violation disconnects its client (as ved does). After
@@ -91,6 +94,116 @@ static uint32_t u32(struct fz_in *in)
 	for (int k = 0; k < 4; k++)
 		v |= (uint32_t)u8(in) << (8 * k);
 	return v;
+}
+
+/* A valid control message of type-kind t (fields drawn from the input)
+ * into b; its length, and the direction that sends it. */
+static size_t ctl_template(struct fz_in *in, uint8_t *b, size_t cap, int *dir)
+{
+	uint32_t t = u8(in) % 10;
+	cap = VE_MIN(cap, (size_t)8192); /* every template fits: clearing more costs time */
+	memset(b, 0, cap);
+	*dir = VE_CTL_TO_VED;
+	switch (t) {
+	case 0: {
+		struct ve_ctl_hello *m = (void *)b;
+		ve_ctl_hdr_init(&m->h, VE_CTL_HELLO, sizeof(*m));
+		m->ipc_version = 1 + u8(in) % 4;
+		m->device = u8(in) % 8;
+		m->nleaves = 1 + u8(in) % VE_CTL_MAX_LEAVES;
+		for (uint32_t i = 0; i < m->nleaves; i++)
+			m->leaf_sms[i] = 1 + u8(in) % 16;
+		m->class_flags = u8(in) & VE_CTL_CLASS_MASK;
+		snprintf(m->name, sizeof(m->name), "fz%u", u8(in));
+		return sizeof(*m);
+	}
+	case 1:
+	case 2:
+	case 3: {
+		static const uint16_t req[] = {VE_CTL_STATUS_REQ, VE_CTL_TRACE_REQ, VE_CTL_PROFILE_REQ};
+		struct ve_ctl_status_req *m = (void *)b; /* the three share one layout */
+		_Static_assert(sizeof(struct ve_ctl_status_req) == sizeof(struct ve_ctl_trace_req) &&
+				   sizeof(struct ve_ctl_status_req) == sizeof(struct ve_ctl_profile_req),
+			       "request layouts");
+		ve_ctl_hdr_init(&m->h, req[t - 1], sizeof(*m));
+		if (t == 2)
+			((struct ve_ctl_trace_req *)(void *)b)->max_events = u32(in);
+		return sizeof(*m);
+	}
+	case 4: {
+		struct ve_ctl_welcome *m = (void *)b;
+		*dir = VE_CTL_FROM_VED;
+		ve_ctl_hdr_init(&m->h, VE_CTL_WELCOME, sizeof(*m));
+		m->client_id = u8(in) % VE_CTL_MAX_CLIENTS;
+		m->client_ops = 1 + u8(in);
+		m->ring_records = 64;
+		m->heartbeat_ms = 100;
+		m->nentries = 1 + u8(in) % VE_CTL_MAX_ENTRIES;
+		snprintf(m->policy, sizeof(m->policy), "tput");
+		return sizeof(*m);
+	}
+	case 5: {
+		struct ve_ctl_doorbell *m = (void *)b;
+		*dir = VE_CTL_FROM_VED;
+		ve_ctl_hdr_init(&m->h, VE_CTL_DOORBELL, sizeof(*m));
+		return sizeof(*m);
+	}
+	case 6: {
+		struct ve_ctl_refuse *m = (void *)b;
+		*dir = VE_CTL_FROM_VED;
+		ve_ctl_hdr_init(&m->h, VE_CTL_REFUSE, sizeof(*m));
+		m->status = -(1 + (int32_t)(u8(in) % 100));
+		snprintf(m->msg, sizeof(m->msg), "refused %u", u8(in));
+		return sizeof(*m);
+	}
+	case 7: {
+		struct ve_ctl_status *m = (void *)b;
+		*dir = VE_CTL_FROM_VED;
+		uint32_t ne = u8(in) % 8, nc = u8(in) % 4;
+		size_t len = sizeof(*m) + ne * sizeof(struct ve_ctl_entry) +
+			     nc * sizeof(struct ve_ctl_client);
+		if (len > cap)
+			return 0;
+		ve_ctl_hdr_init(&m->h, VE_CTL_STATUS, (uint32_t)len);
+		m->nentries = ne;
+		m->nclients = nc;
+		m->max_clients = 16;
+		struct ve_ctl_entry *e = (void *)(m + 1);
+		for (uint32_t i = 0; i < ne; i++) {
+			e[i].holder = -1;
+			e[i].reserve_for = -1;
+			for (int k = 0; k < VE_CTL_MAX_SHARERS; k++)
+				e[i].sharers[k] = -1;
+		}
+		struct ve_ctl_client *c = (void *)(e + ne);
+		for (uint32_t i = 0; i < nc; i++)
+			c[i].id = (int32_t)i;
+		return len;
+	}
+	case 8: {
+		struct ve_ctl_trace *m = (void *)b;
+		*dir = VE_CTL_FROM_VED;
+		uint32_t n = u8(in) % 4;
+		size_t len = sizeof(*m) + n * sizeof(struct ve_ctl_tev);
+		ve_ctl_hdr_init(&m->h, VE_CTL_TRACE, (uint32_t)len);
+		m->nevents = n;
+		m->total = n;
+		struct ve_ctl_tev *ev = (void *)(m + 1);
+		for (uint32_t i = 0; i < n; i++)
+			ev[i].kind = VE_TEV_OP;
+		return len;
+	}
+	default: {
+		struct ve_ctl_profile *m = (void *)b;
+		*dir = VE_CTL_FROM_VED;
+		uint32_t n = u8(in) % 32;
+		ve_ctl_hdr_init(&m->h, VE_CTL_PROFILE, (uint32_t)(sizeof(*m) + n));
+		m->nbytes = n;
+		m->total = n;
+		memset(m + 1, 'p', n);
+		return sizeof(*m) + n;
+	}
+	}
 }
 
 static int check(const char *after)
@@ -383,6 +496,28 @@ int ve_fuzz_records_one(const uint8_t *data, size_t size)
 				n = in.n - in.i;
 			memcpy(msg.b, in.p + in.i, n);
 			/* Often make the header plausible so the body gets checked. */
+			if (op & 0x40) {
+				/* A valid message must pass; then mutations and cuts. Its
+				 * fields come from the bytes after the length. */
+				int dir;
+				size_t len = ctl_template(&in, msg.b, sizeof(msg.b), &dir);
+				if (len && ve_ctl_check(msg.b, len, dir)) {
+					snprintf(fz_why, sizeof(fz_why),
+						 "a valid %s message was refused",
+						 ve_ctl_type_name(((struct ve_ctl_hdr *)(void *)msg.b)->type));
+					return -1;
+				}
+				for (int m = u8(&in) % 4; m > 0 && len; m--) {
+					size_t at = u32(&in) % len;
+					if (u8(&in) & 1)
+						len = at; /* truncated there */
+					else
+						msg.b[at] ^= (uint8_t)(1u << (u8(&in) % 8));
+				}
+				ve_ctl_check(msg.b, len, VE_CTL_TO_VED);
+				ve_ctl_check(msg.b, len, VE_CTL_FROM_VED);
+				break;
+			}
 			if (n >= sizeof(struct ve_ctl_hdr) && (op & 0x10)) {
 				struct ve_ctl_hdr h;
 				memcpy(&h, msg.b, sizeof(h));

@@ -34,7 +34,10 @@ int main(int argc, char **argv)
 	CHECK(read_u32(b) == 1);
 	if (failures)
 		return 1;
-	slow_set(s, b, 5, 2);
+	/* Long enough that the fault cannot have happened before the calls below
+	 * are made (on a busy machine 2 ms was not): they must succeed, only the
+	 * synchronizing one reports the fault. */
+	slow_set(s, b, 5, 300);
 	CK(launch1(f_fault, s, NULL));
 	muladd(s, b, 1, 3, 1);
 	uint64_t t0 = now_ns();

@@ -624,7 +624,9 @@ static void t_foreign(void)
 	CK(cuCtxCreate(&c2, NULL, 0, dev));
 	foreign_add(c2);
 	CUstream s2;
-	CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	/* Blocking: it must wait for the legacy-stream kernel before it (a
+	 * non-blocking stream would race with it, natively too). */
+	CK(cuStreamCreate(&s2, 0));
 	CUdeviceptr b2 = dalloc(4);
 	muladd(NULL, b2, 1, 3, 1);
 	muladd(s2, b2, 1, 5, 2);

@@ -13,6 +13,8 @@
  *                       safe mode
  *   shim_ved_knob       VE_DAEMON=0 forces embedded (VE_PROFILE_OUT saves the
  *                       embedded coordinator's profile); a bad VE_DAEMON is refused
+ *   shim_ved_stopped_client  a SIGSTOPped client loses its grant after
+ *                       stale_ms, stays registered, and finishes once continued
  * Needs $VE_BUILD/ved, libve.so, the fake libcuda and the programs; skips
  * otherwise.
  */
@@ -268,6 +270,100 @@ VE_TEST(shim_ved_latency_beside_busy)
 VE_TEST(shim_ved_latency_clusters_beside_busy)
 {
 	latency_beside_busy("VETEST_CLUSTER=4");
+}
+
+static const struct ve_ctl_client *status_clients(const struct ve_ctl_status *s)
+{
+	return (const void *)((const uint8_t *)(s + 1) + s->nentries * sizeof(struct ve_ctl_entry));
+}
+
+/* Client `pid` in ved's status (its grant), or NULL. */
+static const struct ve_ctl_client *status_client(const struct ve_ctl_status *s, pid_t pid)
+{
+	for (uint32_t i = 0; s && i < s->nclients; i++)
+		if (status_clients(s)[i].pid == pid)
+			return &status_clients(s)[i];
+	return NULL;
+}
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A client stopped with SIGSTOP loses its grant once its heartbeat has been
+ * still for stale_ms (1 s by default), so its SMs can go to others; it stays
+ * registered, and once continued it gets a grant again and finishes with
+ * correct results. */
+VE_TEST(shim_ved_stopped_client)
+{
+	SH_PROG(busy, "prog_shim_busy");
+	NEED_VED();
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct sh_opts o;
+		opts_for(&o, true);
+		o.seed = 7;
+		o.env[3] = "VETEST_SECONDS=4";
+		const char *argv[] = {busy, NULL};
+		sh_run(argv, &o, &g_res2);
+		if (g_res2.rc)
+			sh_dump(&g_res2);
+		_exit(g_res2.rc ? 1 : 0);
+	}
+	/* The program (a grandchild: sh_run forks it) once it holds a grant. */
+	pid_t prog = 0;
+	for (int i = 0; i < 1500 && !prog; i++) {
+		const struct ve_ctl_status *s = status();
+		if (s && s->nclients == 1 && status_clients(s)->grant_entry != 0xffff &&
+		    status_clients(s)->granted_sms > 0)
+			prog = status_clients(s)->pid;
+		if (!prog)
+			usleep(10000);
+	}
+	VE_CHECK_MSG(prog > 0, "the busy client never held a grant");
+	if (prog > 0) {
+		VE_CHECK_EQ(kill(prog, SIGSTOP), 0);
+		double t0 = mono_ms();
+		bool taken = false, listed = true;
+		while (!taken && listed && mono_ms() - t0 < 8000) {
+			usleep(20000);
+			const struct ve_ctl_client *c = status_client(status(), prog);
+			listed = c != NULL;
+			taken = c && c->grant_entry == 0xffff && c->granted_sms == 0;
+		}
+		double ms = mono_ms() - t0;
+		/* It may have been idle (then its SMs went at once); either way a
+		 * stopped process must not get them back while it is stopped, past
+		 * stale_ms, whatever demand its segment last showed. */
+		bool kept_off = taken;
+		for (double t1 = mono_ms(); kept_off && listed && mono_ms() - t1 < 1500;) {
+			usleep(50000);
+			const struct ve_ctl_client *c = status_client(status(), prog);
+			listed = c != NULL;
+			kept_off = c && c->grant_entry == 0xffff;
+		}
+		kill(prog, SIGCONT); /* before any check can end the test */
+		printf("# grant taken back %.0f ms after SIGSTOP (stale_ms 1000)\n", ms);
+		VE_CHECK_MSG(listed, "the stopped client was dropped instead of paused");
+		VE_CHECK_MSG(taken, "the stopped client kept its grant for %.0f ms", ms);
+		VE_CHECK_MSG(kept_off, "the stopped client got a grant again while stopped");
+		/* Continued: granted again while it still has work. */
+		bool again = false;
+		for (int i = 0; i < 300 && !again; i++) {
+			const struct ve_ctl_client *c = status_client(status(), prog);
+			again = c && c->grant_entry != 0xffff;
+			if (!again)
+				usleep(10000);
+		}
+		VE_CHECK_MSG(again, "the continued client got no grant again");
+	}
+	int st = 0;
+	waitpid(kid, &st, 0);
+	VE_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the stopped client failed");
+	VE_CHECK_EQ(stop_ved(), 0);
 }
 
 VE_TEST(shim_ved_dies)

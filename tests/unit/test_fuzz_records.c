@@ -80,6 +80,12 @@ static size_t gen_random(uint64_t *r, uint8_t *b)
 				b[n++] = (uint8_t)(i == 6      ? 1 + rnd(r, 8)
 						   : rnd(r, 2) ? 0
 							       : ve_test_rand(r));
+		} else if (x < 99) {
+			b[n++] = 0x4c; /* a valid control message, then mutated or cut */
+			b[n++] = 0;
+			b[n++] = 0;
+			for (int i = 0; i < 24; i++)
+				b[n++] = (uint8_t)ve_test_rand(r);
 		} else {
 			b[n++] = k | (uint8_t)(13 + rnd(r, 3)); /* pure decoder */
 			for (int i = 0; i < 64; i++)

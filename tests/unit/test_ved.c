@@ -104,6 +104,10 @@ static void remove_dir(void)
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/ved-0.lock", g_dir);
 	unlink(p);
+	snprintf(p, sizeof(p), "%s/vitamin-e/ved-0.lock", g_dir); /* the device lock */
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/vitamin-e", g_dir);
+	rmdir(p);
 	unlink(g_sock);
 	rmdir(g_dir);
 }
@@ -942,6 +946,7 @@ VE_TEST(ved_refuse)
 	if (v2 == 0) {
 		int fd = open("/dev/null", O_WRONLY);
 		dup2(fd, 2);
+		vh_isolate(g_sock);
 		execl(g_ved, "ved", "--socket", g_sock, "--config", "/dev/null", (char *)NULL);
 		_exit(127);
 	}

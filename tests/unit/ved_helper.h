@@ -55,6 +55,24 @@ static inline const char *vh_tmpdir(void)
 	return tmp && tmp[0] == '/' && strlen(tmp) <= 60 ? tmp : "/tmp";
 }
 
+/* Sets XDG_RUNTIME_DIR for a ved on 'sock' so that its per-device lock
+ * (next to the device's default socket, docs/daemon.md) is the test's own,
+ * not that of a ved the machine may run: the socket's folder, or its parent
+ * when the folder is itself a default one (".../vitamin-e"). */
+static inline void vh_isolate(const char *sock)
+{
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s", sock);
+	char *s = strrchr(dir, '/');
+	if (!s || s == dir)
+		return;
+	*s = 0;
+	s = strrchr(dir, '/');
+	if (s && strcmp(s, "/vitamin-e") == 0 && s != dir)
+		*s = 0;
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+}
+
 /* Starts bin on socket sock with the "NAME=value" strings of env (NULL
  * terminated, may be NULL) set, its output appended to log (NULL: discarded),
  * and waits up to 5 s until the socket accepts. Returns its pid, or -1 (it
@@ -80,6 +98,7 @@ static inline pid_t vh_start(const char *bin, const char *sock, const char *log,
 				setenv(kv, eq + 1, 1);
 			}
 		}
+		vh_isolate(sock);
 		execl(bin, "ved", "--socket", sock, "--config", "/dev/null", (char *)NULL);
 		_exit(127);
 	}
