@@ -55,6 +55,10 @@ cleanup() {
 }
 trap cleanup EXIT
 sock=$tmp/run/ved-0.sock
+# ved's one-per-device lock sits next to the default socket: a folder of our
+# own, so a ved the user runs on this machine does not refuse ours.
+export XDG_RUNTIME_DIR=$tmp
+unset VE_SOCKET_DIR
 conf=$tmp/ved.conf
 printf 'policy = tput\nmetrics_listen = 0\ncheck = 1\nlog_level = info\n' >"$conf"
 ctl() { "$build/ve-ctl" --socket "$sock" "$@"; }
