@@ -5,7 +5,9 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
+import threading
 import time
 
 from procs import OWNER_VAR, Proc, _cleanups, _proc_argv, _program, _run, log, mps_processes
@@ -172,6 +174,24 @@ class Ved:
         self.build, self.policy, self.env, self.log_path = build, policy, env, log_path
         self.proc = None
         self.socket = None
+        self.sampler = None
+
+    def _sample(self, period_s=0.5):
+        """Every period: `ve-ctl clients` and `ve-ctl status` into <log>.status,
+        so that a stall (no grant, an entry busy for seconds) can be read back."""
+        ctl = os.path.join(self.build, "ve-ctl")
+        with open(self.log_path + ".status", "a") as f:
+            while self.alive():
+                for cmd in ("clients", "status"):
+                    try:
+                        r = subprocess.run([ctl, "--socket", self.socket, cmd], capture_output=True,
+                                           text=True, timeout=2)
+                        f.write(f"--- {time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} "
+                                f"{cmd}\n{r.stdout}{r.stderr}")
+                    except (OSError, subprocess.SubprocessError) as e:
+                        f.write(f"--- {cmd}: {e!r}\n")
+                f.flush()
+                time.sleep(period_s)
 
     def start(self, timeout=10.0):
         self.proc = Proc(f"ved-{self.policy}", [os.path.join(self.build, "ved")], self.env,
@@ -181,6 +201,9 @@ class Ved:
             m = re.search(r"serving device \d+ on (\S+) \(", self._log())
             if m and os.path.exists(m.group(1)):
                 self.socket = m.group(1)
+                if os.environ.get("VE_BENCH_SAMPLE_VED", "1") != "0":
+                    self.sampler = threading.Thread(target=self._sample, daemon=True)
+                    self.sampler.start()
                 return self
             if self.proc.poll() is not None:
                 break

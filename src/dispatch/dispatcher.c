@@ -17,8 +17,6 @@
 #define L_CALL(d, op, ...) ((d)->link.ops->op((d)->link.impl, ##__VA_ARGS__))
 #define SPIN_PASSES   2000	/* idle passes spent spinning while work is in flight */
 #define INFLIGHT_WAIT 50000ull	/* virtual-clock backends: wait() this long between polls */
-#define WAIT_SLICE    20000ull	/* real clock: sleep at most this long between polls; a
-				 * notify (new work, a waiter) cuts it short */
 #define IDLE_WAIT     200000000ull /* idle sleep bound; a notify wakes it earlier */
 #define IDLE_FLUSH_PASSES 64	/* idle passes after which deferred completions are reported */
 #define DQ_CAP	      1024	/* candidates held back by their lane's bound */
@@ -279,6 +277,8 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 		d->cfg.mark_every = 16;
 	if (!d->cfg.idle_flush_ns)
 		d->cfg.idle_flush_ns = 20000;
+	if (!d->cfg.poll_ns)
+		d->cfg.poll_ns = 20000;
 	if (!d->cfg.ahead_alone_ns)
 		d->cfg.ahead_alone_ns = 2000000;
 	if (d->cfg.lanes_per_entry > 256 || d->cfg.copy_lanes > 256)
@@ -1311,7 +1311,7 @@ static void *dispatcher_main(void *arg)
 				d->b->ops->wait(d->b, INFLIGHT_WAIT);
 			} else {
 				d->st.sleeps++;
-				ve__futex_wait(&d->wake_word, seen, WAIT_SLICE, 1);
+				ve__futex_wait(&d->wake_word, seen, d->cfg.poll_ns, 1);
 			}
 			continue;
 		}

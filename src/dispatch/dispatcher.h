@@ -68,6 +68,11 @@ struct ve_dispatcher_config {
 	 * SMs are reported busy, so the coordinator sees it). A lane with work
 	 * and no completion for this long logs the dispatcher's state once. */
 	uint64_t watchdog_ns;
+	/* Real-clock backends, work in flight and nothing to do: after a short
+	 * spin, poll completions at most this far apart (default 20 us; a
+	 * notify cuts the sleep short). Shorter: completions seen sooner;
+	 * longer: fewer wake-ups taking CPU from the application. */
+	uint64_t poll_ns;
 	struct ve_trace *trace;	  /* optional */
 	/* Optional observer of every submission and completion (tests). */
 	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,

@@ -131,6 +131,8 @@ static int load_config(struct ve_shim_config *c)
 	c->mark_every = (uint32_t)v;
 	bad |= env_u64("VE_SYNC_SPIN_US", 1000, 0, 1000000, &v);
 	c->sync_spin_us = v;
+	bad |= env_u64("VE_POLL_US", 20, 1, 100000, &v);
+	c->poll_us = v;
 	char gm[16];
 	env_str("VE_GRAPHS", "auto", gm, sizeof(gm));
 	static const char *const gmodes[] = {"auto", "pool", "whole", "stream", "barrier"};
@@ -234,7 +236,8 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .pipe_budget = S->cfg.pipe_budget,
 						     .ahead_ns = S->cfg.ahead_us * 1000,
 						     .ahead_max = 256,
-						     .mark_every = S->cfg.mark_every};
+						     .mark_every = S->cfg.mark_every,
+						     .poll_ns = S->cfg.poll_us * 1000};
 	rc->trace = S->cfg.trace[0] != 0;
 }
 

@@ -38,6 +38,7 @@ struct ve_shim_config {
 	uint64_t ahead_us;     /* VE_AHEAD_US: submit-ahead bound per lane (grant mode) */
 	uint32_t mark_every;   /* VE_MARK_EVERY: a completion marker every N ops */
 	uint64_t sync_spin_us; /* VE_SYNC_SPIN_US: a waiting thread spins this long first */
+	uint64_t poll_us;      /* VE_POLL_US: dispatcher completion poll interval */
 	uint32_t latency;   /* VE_CLASS=latency */
 	char trace[512];    /* VE_TRACE */
 	char profile[512];  /* VE_PROFILE */
