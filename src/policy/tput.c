@@ -49,6 +49,8 @@ static int parse_kv(const char *k, const char *v, void *arg)
 		t->share = (int)d;
 	else if (strcmp(k, "share_op_us") == 0)
 		t->share_op_us = (uint32_t)d;
+	else if (strcmp(k, "alone") == 0 && (d == 0 || d == 1))
+		t->alone = (int)d;
 	else
 		return -EINVAL;
 	return 0;
@@ -115,6 +117,7 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 	t->hysteresis = 1.05;
 	t->share = 2;
 	t->share_op_us = 200;
+	t->alone = 1;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);
 	if (!rc)
@@ -324,6 +327,18 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	    min[VE_POLICY_MAX_CLIENTS], n = 0;
 	uint16_t cur[VE_POLICY_MAX_CLIENTS], cand[VE_POLICY_MAX_CLIENTS];
 	bool force = false;
+	/* A client alone (the only one registered) has nothing to share with:
+	 * it keeps its grant through host gaps of any length and gets the
+	 * widest entry it may use, not the SMs its recent kernels could fill.
+	 * A narrower grant would only cost it: its want decays in host phases
+	 * (5 ms halving), and a target holds hold_ns, so each step would start
+	 * narrow and wait for a grant again (a host-phase training job alone ran
+	 * at 0.95x native on the H200). A newcomer takes SMs from it as from
+	 * any other client. */
+	uint32_t registered = 0;
+	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++)
+		registered += v->clients[k].active != 0;
+	bool alone = t->alone && registered == 1;
 	/* Clients waiting for a grant go first (MinBind order), then the rest. */
 	for (uint32_t pass = 0; pass < 2; pass++) {
 		for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
@@ -334,7 +349,8 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 				       (d->ready && plan->entry[k] == VE_POOL_NONE);
 			if ((pass == 0) != waiting)
 				continue;
-			if (!v->clients[k].active || !ve__grant_active(d, v->now_ns, t->idle_ns)) {
+			if (!v->clients[k].active ||
+			    (!alone && !ve__grant_active(d, v->now_ns, t->idle_ns))) {
 				plan->entry[k] = VE_POOL_NONE; /* idle: its SMs go to the others */
 				plan->share[k] = 0;
 				continue;
@@ -371,6 +387,18 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 			plan->share[cl[i]] = 1;
 		}
 		return 0;
+	}
+	if (alone && n == 1) {
+		uint16_t widest = VE_POOL_NONE;
+		for (uint32_t e = 0; e < p->nentries; e++)
+			if (!(p->e[e].leaves & ~avail) &&
+			    (widest == VE_POOL_NONE || p->e[e].sms > p->e[widest].sms))
+				widest = (uint16_t)e;
+		if (widest != VE_POOL_NONE && p->e[widest].sms >= min[0]) {
+			plan->entry[cl[0]] = widest;
+			plan->share[cl[0]] = 0;
+			return 0;
+		}
 	}
 	/* The current grants still fit when they are disjoint, inside avail
 	 * and wide enough for what waits. */

@@ -38,6 +38,7 @@ struct tput {
 			    * 2 (auto): so when every active client runs long kernels
 			    * and wants all of it; 0: never */
 	uint32_t share_op_us; /* auto: 'long kernels': mean run time at least this */
+	int alone;	      /* 1: a client alone keeps the widest entry, busy or idle */
 };
 
 int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tput **out);

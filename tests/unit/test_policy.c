@@ -20,6 +20,7 @@
 
 #include "core/desc.h"
 #include "coord/coord.h"
+#include "policy/registry.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "util/util.h"
@@ -210,6 +211,60 @@ VE_TEST(tput_alone_scaling_op_expands_to_whole_gpu)
 	VE_CHECK_EQ(sched(c, b, 8), 1);
 	VE_CHECK_EQ(sms_of(c, &b[0]), 8);
 	VE_CHECK_EQ(ve_coord_pool(c)->e[b[0].entry].kind, VE_ENTRY_LEAF);
+	ve_coord_destroy(c);
+}
+
+/* Grant form: one tput grant round over hand-made demands. */
+static void grant_round(const char *args, const struct ve_policy_view *v,
+			const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
+	const struct ve_policy_ops *ops = ve_policy_builtin("tput");
+	VE_CHECK(ops && ops->grant);
+	void *priv = NULL;
+	VE_CHECK_EQ(ops->init(args, v, &priv), 0);
+	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++) {
+		plan->entry[k] = VE_POOL_NONE;
+		plan->share[k] = 0;
+	}
+	VE_CHECK_EQ(ops->grant(priv, v, dem, plan), 0);
+	ops->fini(priv);
+}
+
+VE_TEST(tput_grant_client_alone_keeps_the_whole_gpu_idle_or_narrow)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 1);
+	const struct ve_policy_view *v = ve_coord_view(c);
+	const struct ve_pool *p = v->pool;
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
+	struct ve_grant_plan plan;
+	/* Busy with kernels that fill 8 SMs: alone, it still gets all 132. */
+	dem[0] = (struct ve_client_demand){.ready = 1, .want_sms = 8, .active_ns = 1,
+					   .entry = VE_POOL_NONE};
+	grant_round("", v, dem, &plan);
+	VE_CHECK_EQ(plan.entry[0], p->root);
+	VE_CHECK_EQ(plan.share[0], 0);
+	grant_round("alone=0", v, dem, &plan); /* the old rule: what its kernels fill */
+	VE_CHECK_EQ(p->e[plan.entry[0]].sms, 8);
+	/* Idle for longer than idle_ms (a host phase): alone, it keeps it. */
+	dem[0] = (struct ve_client_demand){.want_sms = 8, .active_ns = 0, .entry = p->root};
+	grant_round("", v, dem, &plan);
+	VE_CHECK_EQ(plan.entry[0], p->root);
+	grant_round("alone=0", v, dem, &plan);
+	VE_CHECK_EQ(plan.entry[0], VE_POOL_NONE);
+	/* A second client registers: the idle one gives its SMs up, the busy
+	 * newcomer gets what its kernels fill, not the whole GPU. */
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	v = ve_coord_view(c);
+	dem[1] = (struct ve_client_demand){.ready = 1, .want_sms = 8, .active_ns = 1,
+					   .entry = VE_POOL_NONE, .flags = VE_DEMAND_WAITING};
+	grant_round("", v, dem, &plan);
+	VE_CHECK_EQ(plan.entry[0], VE_POOL_NONE);
+	VE_CHECK(plan.entry[1] != VE_POOL_NONE);
+	VE_CHECK_EQ(p->e[plan.entry[1]].sms, 8);
+	/* Knob values are checked. */
+	void *priv = NULL;
+	VE_CHECK_EQ(ve_policy_builtin("tput")->init("alone=2", v, &priv), -EINVAL);
 	ve_coord_destroy(c);
 }
 
