@@ -58,6 +58,7 @@ if has host; then
 	host_run native
 	host_run tput VE_POLICY=tput
 	host_run whole VE_POLICY=whole
+	host_run tput_alone0 VE_POLICY=tput:alone=0
 	host_run tput_poll5 VE_POLICY=tput VE_POLL_US=5
 	host_run tput_poll200 VE_POLICY=tput VE_POLL_US=200
 	host_run tput_syncspin20ms VE_POLICY=tput VE_SYNC_SPIN_US=20000
