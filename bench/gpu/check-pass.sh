@@ -61,8 +61,6 @@ if has host; then
 	host_run tput_alone0 VE_POLICY=tput:alone=0
 	host_run tput_poll5 VE_POLICY=tput VE_POLL_US=5
 	host_run tput_poll200 VE_POLICY=tput VE_POLL_US=200
-	host_run tput_syncspin20ms VE_POLICY=tput VE_SYNC_SPIN_US=20000
-	host_run tput_tick50 VE_POLICY=tput VE_TICK_US=50
 	cp "$W"/host-*.err "$OUTDIR/" 2>/dev/null
 fi
 
