@@ -793,10 +793,18 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 		d->u.k.blocks_per_sm = (uint32_t)per_sm;
 		d->u.k.min_sms = (uint32_t)((blocks + (uint64_t)per_sm - 1) / (uint64_t)per_sm);
 	}
-	if (cluster_size(d->u.k.cluster) > 2) {
+	uint32_t cs = cluster_size(d->u.k.cluster);
+	if (cs > 2) {
 		/* Clusters need their blocks in one GPC; a leaf holds only two SMs of
 		 * each GPC, so larger clusters get the whole GPU (conservative). */
 		d->u.k.min_sms = UINT32_MAX;
+		atomic_fetch_add_explicit(&ve__shim.wide_cluster, 1, memory_order_relaxed);
+		uint32_t w = atomic_load_explicit(&ve__shim.widest_cluster, memory_order_relaxed);
+		if (cs > w)
+			atomic_store_explicit(&ve__shim.widest_cluster, cs, memory_order_relaxed);
+	} else if (coop && d->u.k.min_sms == ve_runtime_pool(ve__shim.rt)->total_sms) {
+		/* (wider ones are refused at the call) */
+		atomic_fetch_add_explicit(&ve__shim.wide_coop, 1, memory_order_relaxed);
 	}
 	if (ve__shim.cfg.latency) {
 		d->flags |= VE_DESC_LATENCY;

@@ -392,6 +392,13 @@ static void shim_atexit(void)
 		ve_runtime_mode(S->rt) == VE_RUNTIME_VED ? "ved" : rs.link.policy,
 		(unsigned long long)rs.dispatch.copies, (unsigned long long)rs.dispatch.host_fns,
 		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6);
+	uint64_t wc = atomic_load(&S->wide_cluster), wo = atomic_load(&S->wide_coop);
+	if (wc || wo)
+		VE_INFO("exit: %llu launches could run only on the whole GPU: %llu with thread-block "
+			"clusters larger than 2 (largest %u blocks), %llu cooperative grids as wide as "
+			"the GPU",
+			(unsigned long long)(wc + wo), (unsigned long long)wc,
+			atomic_load(&S->widest_cluster), (unsigned long long)wo);
 	/* The bind deadline's fallbacks are a problem to see, not a statistic. */
 	struct ve_coord_stats cs = {0};
 	if (ve_runtime_coord(S->rt))

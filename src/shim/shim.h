@@ -66,6 +66,11 @@ struct ve_shim {
 	struct ve_backend *backend;
 	struct ve_runtime *rt; /* the device's stack: dispatcher, link, trace */
 	uint64_t init_ns;
+	/* Launches that only the whole GPU may run, by cause (reported at exit:
+	 * each waits for every other client to drain). */
+	_Atomic uint64_t wide_cluster; /* thread-block clusters larger than 2 */
+	_Atomic uint64_t wide_coop;    /* cooperative grids needing every SM */
+	_Atomic uint32_t widest_cluster;
 };
 
 extern struct ve_shim ve__shim;

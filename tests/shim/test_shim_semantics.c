@@ -95,6 +95,25 @@ PROG_TESTS(memory, "prog_shim_memory")
 PROG_TESTS(launch, "prog_shim_launch")
 PROG_TESTS(graphs, "prog_shim_graphs")
 
+/* Launches only the whole GPU may run are counted and named at exit (each
+ * waits for every other client to drain): launch_ex has one cluster of 4
+ * and one cooperative grid as wide as the GPU. */
+VE_TEST(launch_whole_gpu_launches_reported_at_exit)
+{
+	SH_PROG(path, "prog_shim_launch");
+	const char *argv[] = {path, "launch_ex", NULL};
+	struct sh_opts o = {.shim = true, .expect_green = true, .policy = "tput",
+			    .env = {"VE_LOG_LEVEL=info"}};
+	SH_RUN_OK(argv, &o);
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	int n = sh_count(&r, "2 launches could run only on the whole GPU: 1 with thread-block "
+			     "clusters larger than 2 (largest 4 blocks), 1 cooperative");
+	if (n != 1)
+		sh_dump(&r);
+	VE_CHECK_EQ(n, 1);
+}
+
 /* Graphs under the strictest binding (per op, no pipelining) and under each placement
  * (VE_GRAPHS): results identical whatever runs where. */
 VE_TEST(graphs_modes)
