@@ -345,8 +345,16 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 			if (skip_clients && (skip_clients[k / 64] >> (k % 64) & 1))
 				continue;
 			const struct ve_client_demand *d = &dem[k];
-			bool waiting = (d->flags & VE_DEMAND_WAITING) ||
-				       (d->ready && plan->entry[k] == VE_POOL_NONE);
+			/* Waiting for a decision, not for a drain: a client whose
+			 * target is set and wide enough only waits for its SMs to
+			 * be freed. Re-planning for it (first in MinBind order)
+			 * moved the targets of everyone mid-transition, each move
+			 * a drain: 99,000 grant changes in 85 s beside a decode
+			 * server on the H200, and the server starved. */
+			uint16_t tg = plan->entry[k];
+			bool target_ok = tg != VE_POOL_NONE && tg < p->nentries &&
+					 p->e[tg].sms >= d->min_sms;
+			bool waiting = ((d->flags & VE_DEMAND_WAITING) || d->ready) && !target_ok;
 			if ((pass == 0) != waiting)
 				continue;
 			if (!v->clients[k].active ||

@@ -215,19 +215,64 @@ VE_TEST(tput_alone_scaling_op_expands_to_whole_gpu)
 }
 
 /* Grant form: one tput grant round over hand-made demands. */
-static void grant_round(const char *args, const struct ve_policy_view *v,
-			const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+static void grant_from(const char *args, const struct ve_policy_view *v,
+		       const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {
 	const struct ve_policy_ops *ops = ve_policy_builtin("tput");
 	VE_CHECK(ops && ops->grant);
 	void *priv = NULL;
 	VE_CHECK_EQ(ops->init(args, v, &priv), 0);
+	VE_CHECK_EQ(ops->grant(priv, v, dem, plan), 0);
+	ops->fini(priv);
+}
+
+/* From no targets at all. */
+static void grant_round(const char *args, const struct ve_policy_view *v,
+			const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
 	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++) {
 		plan->entry[k] = VE_POOL_NONE;
 		plan->share[k] = 0;
 	}
-	VE_CHECK_EQ(ops->grant(priv, v, dem, plan), 0);
-	ops->fini(priv);
+	grant_from(args, v, dem, plan);
+}
+
+/* A client whose target is set and wide enough waits for a drain, not for a
+ * decision: while the SMs move, the next rounds keep every target. Treated
+ * as waiting (first in MinBind order), the client whose grant had just been
+ * taken re-planned everyone mid-transition, round after round (99,000 grant
+ * changes in 85 s beside a decode server on the H200). */
+VE_TEST(tput_grant_targets_hold_while_their_sms_drain)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	const struct ve_policy_view *v = ve_coord_view(c);
+	const struct ve_pool *p = v->pool;
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
+	struct ve_grant_plan plan;
+	/* A busy batch client on the whole GPU; a latency client arrives. */
+	dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
+					   .active_ns = 1, .entry = p->root, .op_us = 2000};
+	dem[1] = (struct ve_client_demand){.ready = 1, .want_sms = 132, .active_ns = 1,
+					   .entry = VE_POOL_NONE,
+					   .flags = VE_DEMAND_LATENCY | VE_DEMAND_WAITING};
+	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
+		plan.entry[k] = VE_POOL_NONE, plan.share[k] = 0;
+	plan.entry[0] = p->root;
+	grant_from("", v, dem, &plan);
+	uint16_t t0 = plan.entry[0], t1 = plan.entry[1];
+	VE_CHECK(t0 != VE_POOL_NONE && t1 != VE_POOL_NONE && t0 != p->root);
+	VE_CHECK_EQ(p->e[t0].leaves & p->e[t1].leaves, 0);
+	/* Mid-transition: the batch client's grant was taken (it waits for its
+	 * new target), the latency client waits for the batch's SMs to drain. */
+	dem[0].entry = VE_POOL_NONE;
+	dem[0].flags = VE_DEMAND_WAITING;
+	for (int round = 0; round < 5; round++) {
+		grant_from("", v, dem, &plan);
+		VE_CHECK_EQ(plan.entry[0], t0);
+		VE_CHECK_EQ(plan.entry[1], t1);
+	}
+	ve_coord_destroy(c);
 }
 
 VE_TEST(tput_grant_client_alone_keeps_the_whole_gpu_idle_or_narrow)
