@@ -1,31 +1,59 @@
 #!/usr/bin/env bash
 # One machine call after a change of the runtime: the GPU determinism check
 # (CUDA C suite and PyTorch under native, chaos and tput), an A/B of the
-# host-phase training job alone (native against ve-run with dispatcher and
-# sync knobs), and a serving diagnosis (the LLM server beside dense training
-# under ve_whole, ve_tput and ve_tpot through ved, with ved's clients and
-# status sampled every 0.5 s). Full logs under OUTDIR; a short table last.
-#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]     PARTS: det,host,serve (default all)
+# host-phase training job alone (native against ve-run with policy and
+# dispatcher knobs), and serving beside dense training (time slicing, MPS,
+# MPS split, ve_tput, ve_tpot through ved, ved's clients and status sampled
+# every 0.5 s). Before anything, the GPU is checked to be idle (memory in use,
+# utilization, compute processes): a GPU someone else uses makes every figure
+# wrong. Returns few files in OUTDIR: pass.txt (the tables), host.txt,
+# mixed-pass.json, logs.tgz (every log). The last lines are a short table.
+#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite (default det,host,serve)
 set -u
 OUTDIR=${1:-${OUT:-/tmp/ve-check}}
 PARTS=${2:-det,host,serve}
+MODES=${MODES:-timeslice,mps,mps_split,ve_tput,ve_tpot}
 W=/tmp/ve-check-work
 rm -rf "$W" && mkdir -p "$W" "$OUTDIR"
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 note() { echo "[$(date +%H:%M:%S)] $*"; }
 has() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
+finish() {
+	(cd "$W" && tar czf "$OUTDIR/logs.tgz" --exclude='*.so' --exclude='gpu/gpu_*' . ) 2>/dev/null
+}
+trap finish EXIT
+exec > >(tee "$W/pass-full.txt") 2>&1
+
+gpu_state() { # label: memory in use, utilization, compute processes
+	echo "gpu $1: $(nvidia-smi --query-gpu=memory.used,utilization.gpu,utilization.memory,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader 2>&1 | head -1)" \
+		| tee -a "$W/gpu-state.txt"
+	nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader >>"$W/gpu-state.txt" 2>&1
+}
+gpu_state start
+nvidia-smi >"$W/nvidia-smi.txt" 2>&1
+nvidia-smi -q >"$W/nvidia-smi-q.txt" 2>&1
 
 note "build"
 make -j"$(nproc)" >"$W/build.log" 2>&1 || { tail -20 "$W/build.log"; exit 1; }
-bash bench/gpu/run_gpu.sh build "$OUTDIR/det" >"$OUTDIR/det-build.txt" 2>&1 || { tail -20 "$OUTDIR/det-build.txt"; exit 1; }
+bash bench/gpu/run_gpu.sh build "$W/det" >"$W/det-build.txt" 2>&1 || { tail -20 "$W/det-build.txt"; exit 1; }
 
 if has det; then
 	note "determinism: CUDA C suite (native, tput, chaos)"
-	bash bench/gpu/run_gpu.sh suite "$OUTDIR/det" >"$OUTDIR/det-suite.txt" 2>&1
-	tail -3 "$OUTDIR/det-suite.txt"
+	bash bench/gpu/run_gpu.sh suite "$W/det" >"$W/det-suite.txt" 2>&1
+	tail -3 "$W/det-suite.txt"
 	note "determinism: PyTorch (native, chaos, tput)"
-	REPS=${REPS:-10} bash bench/gpu/run_gpu.sh torch "$OUTDIR/det" >"$OUTDIR/det-torch.txt" 2>&1
-	tail -8 "$OUTDIR/det-torch.txt"
+	REPS=${REPS:-10} bash bench/gpu/run_gpu.sh torch "$W/det" >"$W/det-torch.txt" 2>&1
+	tail -8 "$W/det-torch.txt"
+fi
+if has suite; then
+	note "backend check and the graph programs natively (logs)"
+	timeout 120 build/gpu_backend_check >"$W/backend.txt" 2>&1
+	echo "backend_check_rc=$?" >>"$W/backend.txt"
+	grep -E "FAIL|fail" "$W/backend.txt" | head -5
+	GPU_BIN=build/gpu VE_BUILD=build MODES=native GPU_PROGS="${SUITE_PROGS:-gpu_graph_child gpu_graph_smid}" \
+		timeout 200 tests/gpu/run.sh "$W/suite-native" >"$W/suite-native.txt" 2>&1
+	tail -4 "$W/suite-native.txt"
+	gpu_state after-suite
 fi
 
 host_run() { # label env... : the hostphase job alone, 3 windows of 2 s
@@ -36,45 +64,51 @@ host_run() { # label env... : the hostphase job alone, 3 windows of 2 s
 	else
 		timeout 90 env "$@" build/ve-run -- "${cmd[@]}" >"$W/host-$label.json" 2>"$W/host-$label.err"
 	fi
-	python3 - "$label" "$W/host-$label.json" <<'EOF' | tee -a "$OUTDIR/host.txt"
+	python3 - "$label" "$W/host-$label.json" <<'EOF' | tee -a "$W/host.txt"
 import json, sys
 label, path = sys.argv[1], sys.argv[2]
 try:
     d = json.loads(open(path).read().strip().splitlines()[-1])
 except Exception as e:
-    print(f"{label:28s} no result ({e!r})"); sys.exit(0)
+    print(f"{label:20s} no result ({e!r})"); sys.exit(0)
 w = [x["sps"] for x in d.get("windows", [])]
-print(f"{label:28s} steps/s {d.get('steps_per_s')} windows {w} cpu_reps {d.get('cpu_reps')} "
+print(f"{label:20s} steps/s {d.get('steps_per_s')} windows {w} cpu_reps {d.get('cpu_reps')} "
       f"digest {str(d.get('digest'))[:12]} ok {d.get('ok')}")
 EOF
 }
 
 if has host; then
 	note "host-phase job alone: native and ve-run variants"
-	: >"$OUTDIR/host.txt"
-	host_run native
-	REPS_ARG="--cpu-reps $(python3 -c "import json;print(json.loads(open('$W/host-native.json').read().strip().splitlines()[-1]).get('cpu_reps') or 1)" 2>/dev/null || echo 1)"
-	: >"$OUTDIR/host.txt"
+	host_run calibrate
+	REPS_ARG="--cpu-reps $(python3 -c "import json;print(json.loads(open('$W/host-calibrate.json').read().strip().splitlines()[-1]).get('cpu_reps') or 1)" 2>/dev/null || echo 1)"
+	: >"$W/host.txt"
 	host_run native
 	host_run tput VE_POLICY=tput
-	host_run whole VE_POLICY=whole
 	host_run tput_alone0 VE_POLICY=tput:alone=0
+	host_run whole VE_POLICY=whole
 	host_run tput_poll5 VE_POLICY=tput VE_POLL_US=5
 	host_run tput_poll200 VE_POLICY=tput VE_POLL_US=200
-	cp "$W"/host-*.err "$OUTDIR/" 2>/dev/null
+	host_run native2
+	cp "$W/host.txt" "$OUTDIR/host.txt"
+	gpu_state after-host
 fi
 
 if has serve; then
-	note "serving diagnosis: server beside dense training under ve_whole, ve_tput, ve_tpot"
-	timeout 420 python3 bench/gpu/mixed --runs 1 --duration 6 --modes ve_whole,ve_tput,ve_tpot \
-		--tpot-args reserve=16 --budget-s 400 --stop-after-s 380 --outdir "$W/mixed" \
-		--out "$OUTDIR/mixed-diag.json" --no-plot >"$OUTDIR/mixed.txt" 2>&1
-	tail -12 "$OUTDIR/mixed.txt"
-	(cd "$W" && tar czf "$OUTDIR/mixed-logs.tgz" mixed) 2>/dev/null
+	note "serving beside dense training: $MODES"
+	timeout ${SERVE_TIMEOUT:-330} python3 bench/gpu/mixed --runs ${SERVE_RUNS:-1} --duration ${SERVE_S:-6} \
+		--modes "$MODES" --split-sweep 50/50 --tpot-args reserve=16 --budget-s 320 --stop-after-s 300 \
+		--outdir "$W/mixed" --out "$OUTDIR/mixed-pass.json" --no-plot >"$W/mixed.txt" 2>&1
+	tail -12 "$W/mixed.txt"
+	grep -h "grants:" "$W"/mixed/logs/*ved.log 2>/dev/null
+	gpu_state after-serve
 fi
 
 note "summary"
-[ -f "$OUTDIR/det-suite.txt" ] && grep -E "passed|failed" "$OUTDIR/det-suite.txt" | tail -1
-[ -f "$OUTDIR/det-torch.txt" ] && python3 bench/gpu/summarize.py "$OUTDIR/det" 2>/dev/null | grep -A6 "^determinism"
-[ -f "$OUTDIR/host.txt" ] && cat "$OUTDIR/host.txt"
+{
+	cat "$W/gpu-state.txt"
+	[ -f "$W/det-suite.txt" ] && grep -E "FAIL|passed" "$W/det-suite.txt" | tail -4
+	[ -f "$W/det-torch.txt" ] && python3 bench/gpu/summarize.py "$W/det" 2>/dev/null | grep -A4 "^determinism"
+	[ -f "$W/host.txt" ] && cat "$W/host.txt"
+	[ -f "$W/mixed.txt" ] && grep -A9 "^mode " "$W/mixed.txt"
+} | tee "$OUTDIR/pass.txt"
 exit 0
