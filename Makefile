@@ -233,7 +233,14 @@ FAULT_SO := $(BUILD)/fault/defer_policy.so $(BUILD)/fault/nogrant_policy.so
 layering:
 	@tests/layering.sh
 
-TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN) $(FAULT_BIN)
+# ve-sim --oracle end to end (tests/ve_sim.sh), in every build: the oracle's
+# search and bound are C code the sanitizers should see too.
+VESIM_TEST := $(BUILD)/tests/test_ve_sim
+$(VESIM_TEST): tests/ve_sim.sh $(BUILD)/ve-sim
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/ve_sim.sh" "%s" "%s"\n' "$(CURDIR)" "$(CURDIR)" "$(abspath $(BUILD))" >$@ && chmod +x $@
+
+TEST_BINS := $(TREE_BIN) $(UNIT_BIN) $(SHIMT_BIN) $(FAULT_BIN) $(VESIM_TEST)
 
 test: $(ALL) $(TEST_BINS) $(SHIMP_BIN) $(FAULTP_BIN) $(FAULT_SO) $(SOAK_BIN) $(BENCH_BIN)
 	@VE_BUILD=$(BUILD) tests/run.sh --label "$(if $(SAN),[$(SAN)],[plain])" $(TEST_RUN_ARGS) $(TEST_BINS)

@@ -6,17 +6,21 @@
  *
  *   ve-sim [scenario.txt] [--policies tput,tpot,fixed,whole] [--seeds N]
  *          [--json out.json] [--trace out.json] [--trace-policy NAME]
- *          [--horizon-ms MS] [--no-profile] [--quiet]
+ *          [--horizon-ms MS] [--bind grant|op] [--no-profile] [--oracle]
+ *          [--oracle-max N] [--quiet]
  *
  * With no scenario file it runs its embedded default (a colocated training
  * pair, one with offload-like idle phases). Scenario format: docs/ve-sim.md.
  * Per policy it prints each job's throughput normalized to the job running
  * alone on the whole GPU, the aggregate normalized throughput, latency-class
- * request p50/p99, and TPOT/TTFT SLO violation rates.
+ * request p50/p99, and TPOT/TTFT SLO violation rates; with --oracle, each
+ * policy's aggregate as a fraction of the best static partition and of an
+ * upper bound (docs/ve-sim.md, "Oracle").
  */
 #include "backend/sim.h"
 #include "core/vctx.h"
 #include "dispatch/trace.h"
+#include "pool/pool.h"
 #include "runtime/runtime.h"
 #include "util/util.h"
 #include "util/version.h"
@@ -109,6 +113,7 @@ struct scenario {
 	char policies[256]; /* default --policies for this scenario */
 	uint32_t window;    /* pipelining window K (docs/architecture.md, "Dispatch") */
 	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
+	bool per_op;	      /* bind op by op (VE_BIND=op) instead of grant mode */
 };
 
 static int die_line(const char *src, int line, const char *msg, const char *what)
@@ -258,6 +263,11 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (!v || ve__parse_u64(v, &n) || n > 65535)
 				{ rc = die_line(src, line, "pipe_budget needs 0..65535", v); break; }
 			s->pipe_budget = (uint32_t)n;
+		} else if (strcmp(t, "bind") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			if (!v || (strcmp(v, "grant") != 0 && strcmp(v, "op") != 0))
+				{ rc = die_line(src, line, "bind needs grant or op", v); break; }
+			s->per_op = strcmp(v, "op") == 0;
 		} else if (strcmp(t, "window") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			uint64_t n;
@@ -927,6 +937,7 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 				       .pool_entries = sc->max_entries,
 				       .max_clients = MAX_JOBS,
 				       .seed = seed,
+				       .per_op = sc->per_op,
 				       .trace = trace_path != NULL,
 				       .dispatch = {.host_inline = true,
 						    .window = sc->window,
@@ -1092,6 +1103,34 @@ out:
 	return rc;
 }
 
+/* A policy spec the runtime refuses (unknown name, bad knobs such as
+ * fixed:leaves=5/12 on 16 leaves) is refused at start, before any run. */
+static int check_policy(const struct scenario *sc, const char *policy)
+{
+	struct ve_sim_config scfg;
+	ve_sim_config_default(&scfg);
+	scfg.sm_count = sc->sm_count;
+	scfg.nleaves = sc->nleaves;
+	memcpy(scfg.leaf_sms, sc->leaf_sms, sizeof(scfg.leaf_sms));
+	struct ve_backend *b;
+	int rc = ve_sim_create(&scfg, &b);
+	if (rc)
+		return rc;
+	char err[256];
+	struct ve_runtime *rt;
+	struct ve_runtime_config rcfg = {.daemon = "0",
+				       .policy = policy,
+				       .pool_entries = sc->max_entries,
+				       .max_clients = MAX_JOBS};
+	rc = ve_runtime_create(&rcfg, b, &rt, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "ve-sim: policy %s: %s\n", policy, err);
+	else
+		ve_runtime_destroy(rt);
+	b->ops->destroy(b);
+	return rc;
+}
+
 /* ------------------------------------------------------------------ report */
 
 struct agg {
@@ -1132,13 +1171,560 @@ static void json_agg(FILE *f, const char *key, const struct agg *a, bool comma)
 		key, agg_mean(a), a->min, a->max);
 }
 
+/* A report's rows of the table: one per job, then its aggregate (below). */
+static void print_rows(const struct scenario *sc, const struct policy_report *R, const char *name)
+{
+	for (uint32_t i = 0; i < sc->nj; i++) {
+		const struct job_def *jd = &sc->j[i];
+		double a50 = jd->type == JOB_DECODE ? agg_mean(&R->tpot_p50[i])
+			     : jd->type == JOB_PREFILL ? agg_mean(&R->ttft_p50[i])
+						      : agg_mean(&R->p50[i]);
+		double a99 = jd->type == JOB_DECODE ? agg_mean(&R->tpot_p99[i])
+			     : jd->type == JOB_PREFILL ? agg_mean(&R->ttft_p99[i])
+						      : agg_mean(&R->p99[i]);
+		printf("%-10s %-10s %10.3f %8.1f", i ? "" : name, jd->name, agg_mean(&R->norm[i]),
+		       agg_mean(&R->thr[i]));
+		if (isnan(a50))
+			printf(" %10s %10s", "-", "-");
+		else
+			printf(" %9.0fus %9.0fus", a50, a99);
+		double tv = agg_mean(&R->tpot_viol[i]), fv = agg_mean(&R->ttft_viol[i]);
+		if (isnan(tv))
+			printf(" %9s", "-");
+		else
+			printf(" %8.1f%%", 100 * tv);
+		if (isnan(fv))
+			printf(" %9s\n", "-");
+		else
+			printf(" %8.1f%%\n", 100 * fv);
+	}
+}
+
+/* ", \"jobs\": {...}": every job's figures in a report. */
+static void json_jobs(FILE *f, const struct scenario *sc, const struct policy_report *R)
+{
+	fprintf(f, ", \"jobs\": {");
+	for (uint32_t i = 0; i < sc->nj; i++) {
+		fprintf(f, "%s\"%s\": {", i ? ", " : "", sc->j[i].name);
+		json_agg(f, "normalized_throughput", &R->norm[i], false);
+		json_agg(f, "throughput_per_s", &R->thr[i], true);
+		json_agg(f, "latency_p50_us", &R->p50[i], true);
+		json_agg(f, "latency_p99_us", &R->p99[i], true);
+		json_agg(f, "latency_slo_violation", &R->lat_viol[i], true);
+		json_agg(f, "tpot_p50_us", &R->tpot_p50[i], true);
+		json_agg(f, "tpot_p99_us", &R->tpot_p99[i], true);
+		json_agg(f, "tpot_slo_violation", &R->tpot_viol[i], true);
+		json_agg(f, "ttft_p50_us", &R->ttft_p50[i], true);
+		json_agg(f, "ttft_p99_us", &R->ttft_p99[i], true);
+		json_agg(f, "ttft_slo_violation", &R->ttft_viol[i], true);
+		fprintf(f, "}");
+	}
+	fprintf(f, "}");
+}
+
+/* A number, or null where it is not one (JSON has no NaN). */
+static void json_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "%.6g", v);
+	else
+		fprintf(f, "null");
+}
+
 /* One progress line per finished run on stderr: how far, how long so far. */
 static void progress(bool quiet, int done, int total, uint64_t t0, const char *what)
 {
 	if (quiet)
 		return;
 	double s = (double)(ve__now_ns() - t0) / 1e9;
-	fprintf(stderr, "ve-sim: [%d/%d runs, %.1f s] %s\n", done, total, s, what);
+	if (total > 0)
+		fprintf(stderr, "ve-sim: [%d/%d runs, %.1f s] %s\n", done, total, s, what);
+	else
+		fprintf(stderr, "ve-sim: [%d runs, %.1f s] %s\n", done, s, what);
+}
+
+/* What every policy run of one ve-sim invocation shares. */
+struct sim_opts {
+	const struct scenario *sc;
+	int seeds;
+	bool use_profile, quiet;
+	const double *solo; /* per job, alone on the whole GPU */
+	int *done, total;   /* progress: runs done, runs planned (0: unknown) */
+	uint64_t t0;
+};
+
+/* Runs one policy over every seed (all jobs active) into R; its trace, if
+ * 'trace', from the first seed. */
+static int run_policy(const struct sim_opts *o, const char *policy, const char *trace,
+		      struct policy_report *R)
+{
+	const struct scenario *sc = o->sc;
+	bool active[MAX_JOBS];
+	memset(active, 1, sizeof(active));
+	memset(R, 0, sizeof(*R));
+	snprintf(R->name, sizeof(R->name), "%s", policy);
+	for (int s = 0; s < o->seeds; s++) {
+		struct run_result r;
+		if (run_once(sc, policy, active, (uint64_t)s + 1, o->use_profile, s == 0 ? trace : NULL,
+			     &r))
+			return 1;
+		double aggn = 0;
+		for (uint32_t i = 0; i < sc->nj; i++) {
+			double nrm = o->solo[i] > 0 ? r.thr[i] / o->solo[i] : NAN;
+			agg_add(&R->norm[i], nrm);
+			if (!isnan(nrm))
+				aggn += nrm;
+			agg_add(&R->thr[i], r.thr[i]);
+			agg_add(&R->p50[i], r.p50[i]);
+			agg_add(&R->p99[i], r.p99[i]);
+			agg_add(&R->lat_viol[i], r.lat_viol[i]);
+			agg_add(&R->tpot_p50[i], r.tpot_p50[i]);
+			agg_add(&R->tpot_p99[i], r.tpot_p99[i]);
+			agg_add(&R->tpot_viol[i], r.tpot_viol[i]);
+			agg_add(&R->ttft_p50[i], r.ttft_p50[i]);
+			agg_add(&R->ttft_p99[i], r.ttft_p99[i]);
+			agg_add(&R->ttft_viol[i], r.ttft_viol[i]);
+		}
+		agg_add(&R->aggregate, aggn);
+		char what[160];
+		snprintf(what, sizeof(what), "policy %s, seed %d: aggregate %.3f", policy, s + 1, aggn);
+		progress(o->quiet, ++*o->done, o->total, o->t0, what);
+		agg_add(&R->util, r.util);
+		agg_add(&R->bw_util, r.bw_util);
+		agg_add(&R->decide, r.decide_us_per_binding);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ oracle */
+
+/* ve-sim --oracle (docs/ve-sim.md, "Oracle"): the best static partition
+ * found by search, and an upper bound no policy can beat on this model.
+ * Static partitions are fixed:leaves=A/B/...: client i (in job order) gets
+ * the i-th run of contiguous leaves, which is what the runtime can express
+ * without changing the pool. The last job therefore always holds the last
+ * leaf; on a split whose leaves differ only there (H200: 12 SMs, not 8)
+ * other job orders are covered up to those few SMs. */
+#define ORACLE_DEFAULT_MAX 200 /* partitions run at most (each over every seed) */
+#define ORACLE_MAX_CANDIDATES 2000
+
+struct oracle_cand {
+	uint8_t part[VE_MAX_LEAVES]; /* leaves per client, in leaf order */
+	double aggregate;	     /* mean over the seeds; NAN until run */
+};
+
+struct oracle {
+	int max; /* --oracle-max */
+	uint32_t nparts;
+	bool have_static;
+	uint32_t best_idx;    /* into cand */
+	struct agg best;      /* its aggregate over the seeds */
+	struct policy_report best_rep; /* everything about its runs (latency, SLOs) */
+	const char *method;
+	/* Candidates planned (exhaustive or pool-entry search) or tried (hill
+	 * climbing); every one that ran has its aggregate. */
+	struct oracle_cand cand[ORACLE_MAX_CANDIDATES];
+	uint32_t ncand, searched;
+	bool climb;	   /* no plan: hill climbing */
+	bool budget_spent; /* hill climbing stopped at --oracle-max, not at a local optimum */
+	double ub, ub_sm, ub_bw;   /* bound; with only SM time; with only bandwidth */
+	double ub_cap[MAX_JOBS];   /* per job: the most its normalized throughput can be */
+	uint32_t ub_jobs;	   /* jobs counted (the trivial bound: their number) */
+};
+
+static void leaves_spec(char *buf, size_t n, const uint8_t *part, uint32_t nparts)
+{
+	size_t off = (size_t)snprintf(buf, n, "fixed:leaves=");
+	for (uint32_t g = 0; g < nparts && off < n; g++)
+		off += (size_t)snprintf(buf + off, n - off, "%s%u", g ? "/" : "", part[g]);
+}
+
+static double binom(uint32_t n, uint32_t k)
+{
+	double r = 1;
+	for (uint32_t i = 1; i <= k; i++)
+		r = r * (double)(n - k + i) / (double)i;
+	return r;
+}
+
+/* Candidate lists are built without running anything, so the progress line
+ * can say how many runs are ahead. */
+static bool cand_push(struct oracle *orc, const uint32_t *part, int max)
+{
+	if (orc->ncand >= (uint32_t)max || orc->ncand >= ORACLE_MAX_CANDIDATES)
+		return false;
+	struct oracle_cand *c = &orc->cand[orc->ncand++];
+	memset(c, 0, sizeof(*c));
+	for (uint32_t g = 0; g < orc->nparts; g++)
+		c->part[g] = (uint8_t)part[g];
+	c->aggregate = NAN;
+	return true;
+}
+
+/* Every composition of the leaves from 'leaf' on into parts n..nparts-1
+ * (each >= 1 leaf); with 'pool', only those whose every group is one pool
+ * entry. False when the list would pass 'max'. */
+static bool plan_parts(struct oracle *orc, const struct ve_pool *pool, uint32_t *part, uint32_t n,
+		       uint32_t leaf, uint32_t L, int max)
+{
+	uint32_t left = L - leaf, later = orc->nparts - n - 1;
+	for (uint32_t k = n + 1 == orc->nparts ? left : 1; k + later <= left; k++) {
+		if (pool) {
+			uint64_t m = (k == 64 ? ~0ull : (1ull << k) - 1) << leaf;
+			if (ve_pool_find(pool, m) == VE_POOL_NONE)
+				continue;
+		}
+		part[n] = k;
+		if (n + 1 == orc->nparts ? !cand_push(orc, part, max)
+					 : !plan_parts(orc, pool, part, n + 1, leaf + k, L, max))
+			return false;
+	}
+	return true;
+}
+
+/* What to search, before anything runs: every composition of the leaves if
+ * there are at most --oracle-max of them (two clients on 16 leaves: 15);
+ * else every composition into pool entries, the only partitions in which
+ * the fixed policy uses every SM (a group that is not an entry runs on the
+ * largest entry inside it, and its other leaves stay idle), if there are
+ * few enough; else hill climbing (run_oracle). */
+static int oracle_plan(const struct scenario *sc, struct oracle *orc)
+{
+	uint32_t n = sc->nj, L = sc->nleaves, part[VE_MAX_LEAVES];
+	orc->nparts = n;
+	orc->ncand = 0;
+	orc->climb = false;
+	if (n > L) {
+		orc->method = "none: more clients than leaves";
+		return 0;
+	}
+	if (binom(L - 1, n - 1) <= orc->max) {
+		plan_parts(orc, NULL, part, 0, 0, L, orc->max);
+		orc->method = "exhaustive: every split of the leaves into contiguous groups";
+		return 0;
+	}
+	static struct ve_pool pool;
+	int rc = ve_pool_init(&pool, sc->leaf_sms, L, sc->max_entries);
+	if (rc)
+		return rc;
+	bool all = plan_parts(orc, &pool, part, 0, 0, L, orc->max);
+	ve_pool_fini(&pool);
+	if (all && orc->ncand) {
+		orc->method = "every split of the leaves into pool entries";
+		return 0;
+	}
+	orc->ncand = 0;
+	orc->climb = true;
+	orc->method = "hill climbing from the even split (moves of 1, 2, 4, ... leaves between "
+		      "two clients, the best move taken while one improves)";
+	return 0;
+}
+
+/* Runs candidate i over every seed; keeps it if it beats the best so far. */
+static int oracle_run(const struct sim_opts *o, struct oracle *orc, uint32_t i)
+{
+	static struct policy_report R;
+	struct oracle_cand *c = &orc->cand[i];
+	char name[320];
+	leaves_spec(name, sizeof(name), c->part, orc->nparts);
+	if (run_policy(o, name, NULL, &R))
+		return 1;
+	orc->searched++;
+	c->aggregate = agg_mean(&R.aggregate);
+	if (!orc->have_static || c->aggregate > agg_mean(&orc->best)) {
+		orc->have_static = true;
+		orc->best_idx = i;
+		orc->best = R.aggregate;
+		orc->best_rep = R;
+	}
+	if (!o->quiet) {
+		char bn[320];
+		leaves_spec(bn, sizeof(bn), orc->cand[orc->best_idx].part, orc->nparts);
+		fprintf(stderr, "ve-sim: oracle: %s aggregate %.3f (best so far %s, %.3f)\n", name,
+			c->aggregate, bn, agg_mean(&orc->best));
+	}
+	return 0;
+}
+
+/* Hill climbing (too many partitions to try them all): from the even split,
+ * move 1, 2, 4, ... leaves from one client to another (power-of-two steps
+ * reach the pool's aligned entries, which single-leaf moves from an even
+ * split rarely do), take the best move, repeat while one improves and the
+ * budget (--oracle-max partitions) lasts. A local optimum: a lower bound on
+ * the best static partition, and the report says so (its method). */
+static int oracle_climb(const struct sim_opts *o, struct oracle *orc)
+{
+	uint32_t n = orc->nparts, L = o->sc->nleaves, part[VE_MAX_LEAVES] = {0}, cur;
+	for (uint32_t g = 0; g < n; g++)
+		part[g] = L / n + (g >= n - L % n);
+	cand_push(orc, part, orc->max);
+	if (oracle_run(o, orc, 0))
+		return 1;
+	cur = 0;
+	for (bool moved = true; moved;) {
+		moved = false;
+		uint32_t best = cur;
+		for (uint32_t f = 0; f < n; f++)
+			for (uint32_t t = 0; t < n; t++)
+				for (uint32_t k = 1; f != t && k < orc->cand[cur].part[f]; k *= 2) {
+					for (uint32_t g = 0; g < n; g++)
+						part[g] = orc->cand[cur].part[g];
+					part[f] -= k;
+					part[t] += k;
+					bool seen = false;
+					for (uint32_t i = 0; i < orc->ncand && !seen; i++) {
+						seen = true;
+						for (uint32_t g = 0; g < n; g++)
+							seen &= orc->cand[i].part[g] == part[g];
+					}
+					if (seen)
+						continue;
+					if (!cand_push(orc, part, orc->max)) {
+						orc->budget_spent = true;
+						return 0;
+					}
+					if (oracle_run(o, orc, orc->ncand - 1))
+						return 1;
+					if (orc->cand[orc->ncand - 1].aggregate >
+					    orc->cand[best].aggregate) {
+						best = orc->ncand - 1;
+						moved = true;
+					}
+				}
+		cur = best;
+	}
+	return 0;
+}
+
+/* Minimum SM time (SM-us) and memory traffic (us of the whole bandwidth) of
+ * one unit of a job's work (a step, a request, a token), whatever SMs it
+ * gets. A kernel of B blocks, bps resident per SM and waves of t_wave on m
+ * SMs of its demand d progresses at most m / (W * t_wave * d) of its work
+ * per us (docs/architecture.md, "Sharing"), so it holds at least
+ * W * d * t_wave >= B / bps * t_wave SM-us, since W * d * bps >= B; and it
+ * progresses at most b / t_floor with a bandwidth share b ("Memory
+ * bandwidth"), so it uses at least t_floor of the whole bandwidth. Launch
+ * time, tails and copies only add. A decode step of batch b yields b
+ * tokens: its cost per token is the smallest over the batch sizes it may
+ * have. */
+static void unit_cost(const struct scenario *sc, const struct job_def *j, double *sm_us,
+		      double *bw_us)
+{
+	uint32_t bmax = j->type == JOB_DECODE ? VE_MAX(VE_MIN(j->batch, 1024u), 1u) : 1;
+	*sm_us = *bw_us = INFINITY;
+	for (uint32_t b = 1; b <= bmax; b++) {
+		double sm = 0, bw = 0;
+		for (uint32_t k = 0; k < j->prog.n; k++) {
+			const struct item *it = &j->prog.it[k];
+			if (it->kind != IT_KERNEL)
+				continue;
+			const struct kernel_def *kd = &sc->k[it->kernel];
+			/* the sim's default without a bps: threads per SM over threads */
+			uint32_t bps = kd->bps ? kd->bps : VE_MIN(32u, 2048u / kd->threads);
+			double blocks = (double)kd->blocks + (double)kd->per_req * (double)(b - 1);
+			sm += it->count * blocks / (double)VE_MAX(bps, 1u) * kd->wave_us;
+			bw += it->count * kd->floor_us;
+		}
+		*sm_us = VE_MIN(*sm_us, sm / b);
+		*bw_us = VE_MIN(*bw_us, bw / b);
+	}
+}
+
+/* Requests a job can get in a run of 'seed': its own arrivals (request,
+ * prefill), or the tokens of every request arriving at the jobs that hand
+ * off to it (decode). Loops have no such limit (INFINITY). */
+static double offered_units(const struct scenario *sc, uint32_t i, uint64_t seed)
+{
+	const struct job_def *jd = &sc->j[i];
+	if (jd->type == JOB_LOOP)
+		return INFINITY;
+	static struct job_rt tmp;
+	double units = 0;
+	for (uint32_t k = 0; k < sc->nj; k++) {
+		bool own = k == i && jd->type != JOB_DECODE;
+		bool feeds = jd->type == JOB_DECODE && sc->j[k].handoff_idx == (int)i;
+		if (!own && !feeds)
+			continue;
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.def = &sc->j[k];
+		gen_arrivals(&tmp, (uint64_t)(sc->horizon_ms * 1e6), seed);
+		units += (double)tmp.narr * (feeds ? (double)jd->tokens : 1.0);
+		free(tmp.arr);
+	}
+	return units;
+}
+
+/* The bound: maximize the sum of x_i (x_i = job i's normalized throughput,
+ * its mean over the seeds) such that
+ *  - x_i <= 1 for a job measured alone: nothing makes a job faster than
+ *    the whole GPU to itself (its solo run);
+ *  - x_i <= what arrives for open-loop jobs (requests, prefill, decode
+ *    tokens): the only limit for jobs coupled by a handoff, whose "solo"
+ *    run has their partner beside them under `whole` and can be beaten;
+ *  - the SM time of the units done fits in SMs x horizon, and their memory
+ *    traffic in the horizon's bandwidth (unit_cost).
+ * Each surrogate constraint lam * SM + (1 - lam) * bandwidth (lam in 0, 0.01,
+ * ..., 1) is a fractional knapsack, which greedy solves exactly; each is a
+ * relaxation, so the smallest of them bounds the LP and every run. This is
+ * perfect work-conserving sharing: every idle SM-us and byte of bandwidth
+ * would go to some job, with no scheduling, launch or wave-quantization
+ * loss, each job no faster than alone. */
+static void oracle_bound(const struct sim_opts *o, struct oracle *orc)
+{
+	const struct scenario *sc = o->sc;
+	/* runs after the first seed stretch every op by a factor in [0.97, 1.03] */
+	double jf = o->seeds > 1 ? 0.97 : 1.0, secs = sc->horizon_ms / 1e3;
+	double a[MAX_JOBS], c[MAX_JOBS], cap_a = 1, cap_c = 1;
+	bool use[MAX_JOBS];
+	orc->ub_jobs = 0;
+	for (uint32_t i = 0; i < sc->nj; i++) {
+		const struct job_def *jd = &sc->j[i];
+		double sm_us, bw_us;
+		unit_cost(sc, jd, &sm_us, &bw_us);
+		use[i] = o->solo[i] > 0 && !isnan(o->solo[i]);
+		orc->ub_jobs += use[i];
+		bool coupled = jd->handoff_idx >= 0;
+		for (uint32_t k = 0; k < sc->nj; k++)
+			coupled |= sc->j[k].handoff_idx == (int)i;
+		double offered = 0;
+		for (int s = 0; s < o->seeds; s++)
+			offered += offered_units(sc, i, (uint64_t)s + 1);
+		offered /= o->seeds;
+		/* The LP is concave in its caps, so the mean of the per-seed caps
+		 * bounds the mean of the per-seed optima. */
+		double cap = use[i] ? offered / secs / o->solo[i] : 0;
+		orc->ub_cap[i] = coupled ? cap : VE_MIN(1.0, cap);
+		/* fractions of the GPU's SM time and bandwidth at x_i = 1 */
+		a[i] = use[i] ? o->solo[i] * sm_us * jf / 1e6 / sc->sm_count : 0;
+		c[i] = use[i] ? o->solo[i] * bw_us * jf / 1e6 : 0;
+		/* loops count a step in progress at the horizon by its ops done,
+		 * which may be its cheap ones: allow one unit's cost each */
+		if (use[i] && jd->type == JOB_LOOP) {
+			cap_a += sm_us * jf / 1e6 / sc->sm_count / secs;
+			cap_c += bw_us * jf / 1e6 / secs;
+		}
+	}
+	orc->ub = orc->ub_sm = orc->ub_bw = INFINITY;
+	for (int l = 0; l <= 100; l++) {
+		double lam = l / 100.0, w[MAX_JOBS], cap = 1, sum = 0;
+		bool done[MAX_JOBS] = {0};
+		for (uint32_t i = 0; i < sc->nj; i++)
+			w[i] = lam * a[i] / cap_a + (1 - lam) * c[i] / cap_c;
+		for (;;) { /* cheapest job first */
+			int best = -1;
+			for (uint32_t i = 0; i < sc->nj; i++)
+				if (use[i] && !done[i] && (best < 0 || w[i] < w[best]))
+					best = (int)i;
+			if (best < 0)
+				break;
+			done[best] = true;
+			double u = orc->ub_cap[best];
+			double x = w[best] <= 0 ? u : VE_MIN(u, VE_MAX(cap, 0.0) / w[best]);
+			sum += x;
+			cap -= x * w[best];
+		}
+		orc->ub = VE_MIN(orc->ub, sum);
+		if (l == 0)
+			orc->ub_bw = sum;
+		if (l == 100)
+			orc->ub_sm = sum;
+	}
+}
+
+static int run_oracle(const struct sim_opts *o, struct oracle *orc)
+{
+	const struct scenario *sc = o->sc;
+	oracle_bound(o, orc);
+	if (orc->nparts > sc->nleaves) {
+		if (!o->quiet)
+			fprintf(stderr, "ve-sim: oracle: %u clients, %u leaves: no static partition "
+					"gives each its own leaves\n", orc->nparts, sc->nleaves);
+		return 0;
+	}
+	if (orc->climb) {
+		if (!o->quiet)
+			fprintf(stderr, "ve-sim: oracle: %.0f static partitions: %s, at most %d\n",
+				binom(sc->nleaves - 1, orc->nparts - 1), orc->method, orc->max);
+		return oracle_climb(o, orc);
+	}
+	if (!o->quiet)
+		fprintf(stderr, "ve-sim: oracle: %u static partitions (%s), %d run(s) each\n",
+			orc->ncand, orc->method, o->seeds);
+	for (uint32_t i = 0; i < orc->ncand; i++)
+		if (oracle_run(o, orc, i))
+			return 1;
+	return 0;
+}
+
+/* The SMs each client of a partition runs on: its group's largest pool
+ * entry (what fixed:leaves= uses), which is the whole group only when the
+ * group is an entry. */
+static void partition_sms(const struct scenario *sc, const uint8_t *part, uint32_t nparts,
+			  uint32_t *sms)
+{
+	static struct ve_pool pool;
+	memset(sms, 0, nparts * sizeof(*sms));
+	if (ve_pool_init(&pool, sc->leaf_sms, sc->nleaves, sc->max_entries))
+		return;
+	for (uint32_t g = 0, leaf = 0; g < nparts; leaf += part[g++]) {
+		uint64_t m = (part[g] == 64 ? ~0ull : (1ull << part[g]) - 1) << leaf;
+		for (uint32_t e = 0; e < pool.nentries; e++)
+			if ((pool.e[e].leaves & ~m) == 0 && pool.e[e].sms > sms[g])
+				sms[g] = pool.e[e].sms;
+	}
+	ve_pool_fini(&pool);
+}
+
+static void json_oracle(FILE *f, const struct scenario *sc, const struct oracle *orc)
+{
+	fprintf(f, "  \"oracle\": {\n    \"best_static\": ");
+	if (orc->have_static) {
+		const struct oracle_cand *b = &orc->cand[orc->best_idx];
+		char name[320];
+		uint32_t sms[VE_MAX_LEAVES];
+		leaves_spec(name, sizeof(name), b->part, orc->nparts);
+		partition_sms(sc, b->part, orc->nparts, sms);
+		fprintf(f, "{\"policy\": \"%s\", \"partition\": [", name);
+		for (uint32_t g = 0; g < orc->nparts; g++)
+			fprintf(f, "%s%u", g ? ", " : "", b->part[g]);
+		fprintf(f, "], \"sms\": {");
+		for (uint32_t g = 0; g < orc->nparts; g++)
+			fprintf(f, "%s\"%s\": %u", g ? ", " : "", sc->j[g].name, sms[g]);
+		fprintf(f, "}, \"aggregate\": %.6g, ", agg_mean(&orc->best));
+		json_agg(f, "aggregate_normalized_throughput", &orc->best, false);
+		json_agg(f, "sm_utilization", &orc->best_rep.util, true);
+		json_agg(f, "bandwidth_utilization", &orc->best_rep.bw_util, true);
+		json_jobs(f, sc, &orc->best_rep);
+		fprintf(f, "}");
+	} else {
+		fprintf(f, "null");
+	}
+	fprintf(f, ",\n    \"search\": {\"method\": \"%s\", \"budget\": %d, \"searched\": %u, "
+		   "\"budget_spent\": %s, \"partitions\": [",
+		orc->method, orc->max, orc->searched, orc->budget_spent ? "true" : "false");
+	for (uint32_t i = 0, k = 0; i < orc->ncand; i++) {
+		const struct oracle_cand *c = &orc->cand[i];
+		if (isnan(c->aggregate))
+			continue;
+		fprintf(f, "%s\n      {\"partition\": [", k++ ? "," : "");
+		for (uint32_t g = 0; g < orc->nparts; g++)
+			fprintf(f, "%s%u", g ? ", " : "", c->part[g]);
+		fprintf(f, "], \"aggregate\": %.6g}", c->aggregate);
+	}
+	fprintf(f, "]},\n    \"upper_bound\": ");
+	json_num(f, orc->ub);
+	fprintf(f, ",\n    \"upper_bound_detail\": {\"sm_time_only\": ");
+	json_num(f, orc->ub_sm);
+	fprintf(f, ", \"bandwidth_only\": ");
+	json_num(f, orc->ub_bw);
+	fprintf(f, ", \"jobs\": %u, \"job_caps\": {", orc->ub_jobs);
+	for (uint32_t i = 0; i < sc->nj; i++) {
+		fprintf(f, "%s\"%s\": ", i ? ", " : "", sc->j[i].name);
+		json_num(f, orc->ub_cap[i]);
+	}
+	fprintf(f, "},\n      \"model\": \"perfect sharing: each job at most as fast as alone (or "
+		   "as its arrivals allow), the SM time and memory traffic of the work done within "
+		   "the GPU's over the horizon (docs/ve-sim.md, Oracle)\"}\n  }\n");
 }
 
 static void usage(FILE *f)
@@ -1156,13 +1742,25 @@ static void usage(FILE *f)
 		"  --json FILE        write results as JSON\n"
 		"  --trace FILE       Chrome/Perfetto trace of one run (first policy, first seed)\n"
 		"  --trace-policy P   ... of policy P instead\n"
-		"  --window K         pipelining window per logical stream (0 = strict late binding;\n"
-		"                     default: the scenario's 'window', else 2)\n"
+		"  --bind grant|op    grant mode (default, as VE_BIND) or every op bound by the\n"
+		"                     policy (VE_BIND=op, the paper's late binding); default: the\n"
+		"                     scenario's 'bind', else grant\n"
+		"  --window K         per-op mode only: pipelining window per logical stream\n"
+		"                     (0 = strict late binding; default: the scenario's 'window',\n"
+		"                     else 2)\n"
 		"  --pipe-budget N    with other jobs active, pipelined ops per stream between two\n"
 		"                     policy bindings (default 0: strict binding while shared)\n"
 		"  --no-profile       no offline profiles: policies learn online from completions\n"
 		"  --max-ops N        stop with an error past N operations in one run (default\n"
 		"                     50000000): a scenario too large fails instead of running on\n"
+		"  --oracle           also search the best static partition (fixed:leaves=A/B/...,\n"
+		"                     one group of contiguous leaves per job) and compute an upper\n"
+		"                     bound on the aggregate (perfect sharing of SM time and memory\n"
+		"                     bandwidth); report every policy as a fraction of both\n"
+		"                     (docs/ve-sim.md, \"Oracle\")\n"
+		"  --oracle-max N     partitions the oracle runs at most (default 200, each over\n"
+		"                     every seed): all splits if there are no more, else all splits\n"
+		"                     into pool entries, else hill climbing\n"
 		"  --quiet            no progress lines\n"
 		"  --print-default    print the embedded default scenario and exit\n"
 		"  --version          release, commit, CUDA headers, driver found\n"
@@ -1174,8 +1772,9 @@ int main(int argc, char **argv)
 {
 	const char *path = NULL, *json = NULL, *trace = NULL, *trace_policy = NULL;
 	const char *policies = NULL;
-	int seeds = 1, window = -1, budget = -1;
-	bool use_profile = true, quiet = false;
+	int seeds = 1, window = -1, budget = -1, per_op = -1;
+	bool use_profile = true, quiet = false, oracle = false;
+	int oracle_max = ORACLE_DEFAULT_MAX;
 	double horizon = -1;
 	ve__log_init();
 	for (int i = 1; i < argc; i++) {
@@ -1216,6 +1815,13 @@ int main(int argc, char **argv)
 				fprintf(stderr, "ve-sim: --window must be 0..1024\n");
 				return 2;
 			}
+		} else if (strcmp(a, "--bind") == 0 && i + 1 < argc) {
+			const char *v = argv[++i];
+			if (strcmp(v, "grant") != 0 && strcmp(v, "op") != 0) {
+				fprintf(stderr, "ve-sim: --bind must be grant or op\n");
+				return 2;
+			}
+			per_op = strcmp(v, "op") == 0;
 		} else if (strcmp(a, "--pipe-budget") == 0 && i + 1 < argc) {
 			uint64_t v;
 			budget = ve__parse_u64(argv[++i], &v) || v > 65535 ? -1 : (int)v;
@@ -1232,6 +1838,16 @@ int main(int argc, char **argv)
 			g_max_ops = v;
 		} else if (strcmp(a, "--no-profile") == 0) {
 			use_profile = false;
+		} else if (strcmp(a, "--oracle") == 0) {
+			oracle = true;
+		} else if (strcmp(a, "--oracle-max") == 0 && i + 1 < argc) {
+			uint64_t v;
+			if (ve__parse_u64(argv[++i], &v) || v < 1 || v > ORACLE_MAX_CANDIDATES) {
+				fprintf(stderr, "ve-sim: --oracle-max must be 1..%d\n",
+					ORACLE_MAX_CANDIDATES);
+				return 2;
+			}
+			oracle_max = (int)v;
 		} else if (strcmp(a, "--quiet") == 0) {
 			quiet = true;
 		} else if (a[0] == '-') {
@@ -1271,6 +1887,8 @@ int main(int argc, char **argv)
 		sc.horizon_ms = horizon;
 	if (window >= 0)
 		sc.window = (uint32_t)window;
+	if (per_op >= 0)
+		sc.per_op = per_op == 1;
 	if (budget >= 0)
 		sc.pipe_budget = (uint32_t)budget;
 	/* Arrivals are generated up front: bound how many a run would make. */
@@ -1320,10 +1938,25 @@ int main(int argc, char **argv)
 		pnames[np++] = p;
 	}
 
+	for (int p = 0; p < np; p++)
+		if (check_policy(&sc, pnames[p]))
+			return 2;
+
 	/* Solo baselines: each job alone on the whole GPU. */
 	bool active[MAX_JOBS];
 	double solo[MAX_JOBS];
 	int runs_done = 0, runs_total = (int)(sc.nj + (uint32_t)np) * seeds;
+	static struct oracle orc;
+	orc.max = oracle_max;
+	if (oracle) {
+		int orc_rc = oracle_plan(&sc, &orc);
+		if (orc_rc) {
+			fprintf(stderr, "ve-sim: oracle: cannot build the pool: %s\n", strerror(-orc_rc));
+			return 2;
+		}
+		/* hill climbing: the number of runs is not known up front */
+		runs_total = orc.climb ? 0 : runs_total + (int)orc.ncand * seeds;
+	}
 	uint64_t t_runs = ve__now_ns();
 	for (uint32_t i = 0; i < sc.nj; i++) {
 		/* A job fed by another (prefill -> decode handoff) runs "alone" with
@@ -1358,82 +1991,76 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ve-sim: %s solo: %.2f units/s\n", sc.j[i].name, solo[i]);
 	}
 	static struct policy_report rep[MAX_POLICIES];
-	memset(active, 1, sizeof(active));
+	struct sim_opts so = {.sc = &sc,
+			      .seeds = seeds,
+			      .use_profile = use_profile,
+			      .quiet = quiet,
+			      .solo = solo,
+			      .done = &runs_done,
+			      .total = runs_total,
+			      .t0 = t_runs};
 	for (int p = 0; p < np; p++) {
-		struct policy_report *R = &rep[p];
-		snprintf(R->name, sizeof(R->name), "%s", pnames[p]);
-		for (int s = 0; s < seeds; s++) {
-			struct run_result r;
-			const char *tp = NULL;
-			if (trace && s == 0 &&
-			    (trace_policy ? strcmp(trace_policy, pnames[p]) == 0 : p == 0))
-				tp = trace;
-			if (run_once(&sc, pnames[p], active, (uint64_t)s + 1, use_profile, tp, &r))
-				return 1;
-			double aggn = 0;
-			for (uint32_t i = 0; i < sc.nj; i++) {
-				double nrm = solo[i] > 0 ? r.thr[i] / solo[i] : NAN;
-				agg_add(&R->norm[i], nrm);
-				if (!isnan(nrm))
-					aggn += nrm;
-				agg_add(&R->thr[i], r.thr[i]);
-				agg_add(&R->p50[i], r.p50[i]);
-				agg_add(&R->p99[i], r.p99[i]);
-				agg_add(&R->lat_viol[i], r.lat_viol[i]);
-				agg_add(&R->tpot_p50[i], r.tpot_p50[i]);
-				agg_add(&R->tpot_p99[i], r.tpot_p99[i]);
-				agg_add(&R->tpot_viol[i], r.tpot_viol[i]);
-				agg_add(&R->ttft_p50[i], r.ttft_p50[i]);
-				agg_add(&R->ttft_p99[i], r.ttft_p99[i]);
-				agg_add(&R->ttft_viol[i], r.ttft_viol[i]);
-			}
-			agg_add(&R->aggregate, aggn);
-			char what[160];
-			snprintf(what, sizeof(what), "policy %s, seed %d: aggregate %.3f", pnames[p], s + 1,
-				 aggn);
-			progress(quiet, ++runs_done, runs_total, t_runs, what);
-			agg_add(&R->util, r.util);
-			agg_add(&R->bw_util, r.bw_util);
-			agg_add(&R->decide, r.decide_us_per_binding);
-		}
+		const char *tp = trace && (trace_policy ? strcmp(trace_policy, pnames[p]) == 0 : p == 0)
+					 ? trace
+					 : NULL;
+		if (run_policy(&so, pnames[p], tp, &rep[p]))
+			return 1;
 		if (!quiet)
 			fprintf(stderr, "ve-sim: policy %s done\n", pnames[p]);
 	}
+	if (oracle && run_oracle(&so, &orc))
+		return 1;
+	/* The bound rests on assumptions (docs/ve-sim.md, "Oracle"): say so if
+	 * a run beat it, instead of reporting fractions above 1 silently. */
+	for (int p = 0; oracle && p <= np; p++) {
+		double v = p < np ? agg_mean(&rep[p].aggregate) : agg_mean(&orc.best);
+		if (v > orc.ub * (1 + 1e-9))
+			fprintf(stderr, "ve-sim: oracle: warning: %s reaches %.4f, above the upper bound "
+					"%.4f: an assumption of the bound does not hold here\n",
+				p < np ? rep[p].name : "the best static partition", v, orc.ub);
+	}
+	char best_name[320] = "";
+	if (orc.have_static)
+		leaves_spec(best_name, sizeof(best_name), orc.cand[orc.best_idx].part, orc.nparts);
+	double best_static = orc.have_static ? agg_mean(&orc.best) : NAN;
 
 	/* Table. */
-	printf("scenario %s: %.0f ms of virtual time on %u SMs (%u leaves), window %u, %d seed(s)\n",
-	       sc.name, sc.horizon_ms, sc.sm_count, sc.nleaves, sc.window, seeds);
+	printf("scenario %s: %.0f ms of virtual time on %u SMs (%u leaves), bind %s, window %u, "
+	       "%d seed(s)\n",
+	       sc.name, sc.horizon_ms, sc.sm_count, sc.nleaves, sc.per_op ? "op" : "grant", sc.window,
+	       seeds);
 	printf("%-10s %-10s %10s %8s %10s %10s %9s %9s\n", "policy", "job", "norm_thr", "thr/s",
 	       "p50/tpot50", "p99/tpot99", "tpot_viol", "ttft_viol");
 	for (int p = 0; p < np; p++) {
 		struct policy_report *R = &rep[p];
-		for (uint32_t i = 0; i < sc.nj; i++) {
-			const struct job_def *jd = &sc.j[i];
-			double a50 = jd->type == JOB_DECODE ? agg_mean(&R->tpot_p50[i])
-				     : jd->type == JOB_PREFILL ? agg_mean(&R->ttft_p50[i])
-							      : agg_mean(&R->p50[i]);
-			double a99 = jd->type == JOB_DECODE ? agg_mean(&R->tpot_p99[i])
-				     : jd->type == JOB_PREFILL ? agg_mean(&R->ttft_p99[i])
-							      : agg_mean(&R->p99[i]);
-			printf("%-10s %-10s %10.3f %8.1f", p == 0 || i ? (i ? "" : R->name) : R->name,
-			       jd->name, agg_mean(&R->norm[i]), agg_mean(&R->thr[i]));
-			if (isnan(a50))
-				printf(" %10s %10s", "-", "-");
-			else
-				printf(" %9.0fus %9.0fus", a50, a99);
-			double tv = agg_mean(&R->tpot_viol[i]), fv = agg_mean(&R->ttft_viol[i]);
-			if (isnan(tv))
-				printf(" %9s", "-");
-			else
-				printf(" %8.1f%%", 100 * tv);
-			if (isnan(fv))
-				printf(" %9s\n", "-");
-			else
-				printf(" %8.1f%%\n", 100 * fv);
-		}
+		print_rows(&sc, R, R->name);
 		printf("%-10s %-10s %10.3f  (range %.3f-%.3f)  SM util %.1f%%  bandwidth util %.1f%%\n",
 		       "", "aggregate", agg_mean(&R->aggregate), R->aggregate.min, R->aggregate.max,
 		       100 * agg_mean(&R->util), 100 * agg_mean(&R->bw_util));
+		if (oracle)
+			printf("%-10s %-10s %10.3f of the best static partition, %.3f of the upper bound\n",
+			       "", "vs oracle", agg_mean(&R->aggregate) / best_static,
+			       agg_mean(&R->aggregate) / orc.ub);
+	}
+	if (oracle) {
+		if (orc.have_static) {
+			/* its jobs too: what the partition gave up (latency, SLOs) for its figure */
+			print_rows(&sc, &orc.best_rep, "static");
+			printf("%-10s %-10s %10.3f  (range %.3f-%.3f)  SM util %.1f%%  bandwidth util "
+			       "%.1f%%\n",
+			       "", "aggregate", best_static, orc.best.min, orc.best.max,
+			       100 * agg_mean(&orc.best_rep.util), 100 * agg_mean(&orc.best_rep.bw_util));
+		}
+		if (orc.have_static)
+			printf("oracle: best static partition %s: aggregate %.3f (range %.3f-%.3f), "
+			       "%u partitions searched (%s%s)\n",
+			       best_name, best_static, orc.best.min, orc.best.max, orc.searched,
+			       orc.method, orc.budget_spent ? "; stopped by --oracle-max" : "");
+		else
+			printf("oracle: no static partition (%s)\n", orc.method);
+		printf("oracle: upper bound %.3f (SM time alone %.3f, memory bandwidth alone %.3f, "
+		       "%u jobs)\n",
+		       orc.ub, orc.ub_sm, orc.ub_bw, orc.ub_jobs);
 	}
 	if (json) {
 		FILE *f = fopen(json, "w");
@@ -1450,8 +2077,9 @@ int main(int argc, char **argv)
 		for (uint32_t i = 0; i < sc.nleaves; i++)
 			fprintf(f, "%s%u", i ? "," : " ", sc.leaf_sms[i]);
 		fprintf(f, " (virtual time; model in docs/architecture.md)\",\n");
-		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"window\": %u,\n  \"profiles\": %s,\n",
-			sc.horizon_ms, seeds, sc.window,
+		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"bind\": \"%s\",\n  \"window\": %u,\n"
+			   "  \"profiles\": %s,\n",
+			sc.horizon_ms, seeds, sc.per_op ? "op" : "grant", sc.window,
 			use_profile ? "\"offline (exact model)\"" : "\"online only\"");
 		fprintf(f, "  \"solo_throughput\": {");
 		for (uint32_t i = 0; i < sc.nj; i++)
@@ -1464,25 +2092,19 @@ int main(int argc, char **argv)
 			json_agg(f, "sm_utilization", &R->util, true);
 			json_agg(f, "bandwidth_utilization", &R->bw_util, true);
 			json_agg(f, "decision_us_per_binding", &R->decide, true);
-			fprintf(f, ", \"jobs\": {");
-			for (uint32_t i = 0; i < sc.nj; i++) {
-				fprintf(f, "%s\"%s\": {", i ? ", " : "", sc.j[i].name);
-				json_agg(f, "normalized_throughput", &R->norm[i], false);
-				json_agg(f, "throughput_per_s", &R->thr[i], true);
-				json_agg(f, "latency_p50_us", &R->p50[i], true);
-				json_agg(f, "latency_p99_us", &R->p99[i], true);
-				json_agg(f, "latency_slo_violation", &R->lat_viol[i], true);
-				json_agg(f, "tpot_p50_us", &R->tpot_p50[i], true);
-				json_agg(f, "tpot_p99_us", &R->tpot_p99[i], true);
-				json_agg(f, "tpot_slo_violation", &R->tpot_viol[i], true);
-				json_agg(f, "ttft_p50_us", &R->ttft_p50[i], true);
-				json_agg(f, "ttft_p99_us", &R->ttft_p99[i], true);
-				json_agg(f, "ttft_slo_violation", &R->ttft_viol[i], true);
-				fprintf(f, "}");
+			if (oracle) {
+				fprintf(f, ", \"vs_best_static\": ");
+				json_num(f, agg_mean(&R->aggregate) / best_static);
+				fprintf(f, ", \"vs_upper_bound\": ");
+				json_num(f, agg_mean(&R->aggregate) / orc.ub);
 			}
-			fprintf(f, "}}%s\n", p + 1 < np ? "," : "");
+			json_jobs(f, &sc, R);
+			fprintf(f, "}%s\n", p + 1 < np ? "," : "");
 		}
-		fprintf(f, "  }\n}\n");
+		fprintf(f, "  }%s\n", oracle ? "," : "");
+		if (oracle)
+			json_oracle(f, &sc, &orc);
+		fprintf(f, "}\n");
 		fclose(f);
 	}
 	return 0;

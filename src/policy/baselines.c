@@ -10,7 +10,9 @@
  *  fixed: a static partition per client, like MPS percentages or MIG: the
  *         leaves are split into contiguous groups balanced by SMs, one per
  *         registered client (or `parts` groups, client i in group i % parts),
- *         and a client's ops share its group's largest entry. fixed:parts=N.
+ *         and a client's ops share its group's largest entry. fixed:parts=N,
+ *         or fixed:leaves=A/B/... for groups of A, B, ... leaves in order
+ *         (the partitions ve-sim --oracle searches).
  *  chaos: a random ready op and a random eligible entry for every binding,
  *         sharing allowed. Results must still be bitwise identical to a
  *         native run; tests use it to prove bindings do not matter.
@@ -66,6 +68,8 @@ const struct ve_policy_ops ve_policy_whole = {
 struct fixed {
 	uint32_t parts;	 /* groups now in use */
 	bool explicit_parts; /* fixed:parts=N given: keep N whatever the client count */
+	uint32_t nsizes;     /* fixed:leaves=A/B/...: leaves per group, in leaf order */
+	uint8_t sizes[VE_POOL_MAX_LEAVES];
 	uint64_t group[VE_POOL_MAX_LEAVES]; /* leaf masks per part */
 	uint16_t home[VE_POOL_MAX_LEAVES];  /* largest entry inside each group */
 	int32_t rank[VE_POLICY_MAX_CLIENTS]; /* client -> its group, -1 = not registered */
@@ -78,15 +82,69 @@ struct fixed {
 	const struct ve_pool *pool;
 };
 
+/* "A/B/...": leaves per group ('/' because ',' separates knobs). */
+static int fixed_leaves(struct fixed *f, const char *val)
+{
+	char buf[256];
+	if (strlen(val) >= sizeof(buf)) {
+		VE_ERR("fixed: leaves=%s is too long", val);
+		return -EINVAL;
+	}
+	strcpy(buf, val);
+	f->nsizes = 0;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		uint64_t n;
+		if (ve__parse_u64(t, &n) || n == 0 || n > VE_POOL_MAX_LEAVES) {
+			VE_ERR("fixed: leaves=%s: '%s' is not a leaf count in 1..%d", val, t,
+			       VE_POOL_MAX_LEAVES);
+			return -EINVAL;
+		}
+		if (f->nsizes == VE_POOL_MAX_LEAVES) {
+			VE_ERR("fixed: leaves=%s: more than %d groups", val, VE_POOL_MAX_LEAVES);
+			return -EINVAL;
+		}
+		f->sizes[f->nsizes++] = (uint8_t)n;
+	}
+	if (!f->nsizes || val[0] == '/' || val[strlen(val) - 1] == '/' || strstr(val, "//")) {
+		VE_ERR("fixed: leaves=%s: expected leaf counts separated by '/', e.g. leaves=5/11",
+		       val);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int fixed_kv(const char *k, const char *val, void *arg)
 {
 	struct fixed *f = arg;
 	uint64_t n;
-	if (strcmp(k, "parts") != 0 || ve__parse_u64(val, &n) || n == 0 || n > 64)
+	if (strcmp(k, "leaves") == 0)
+		return fixed_leaves(f, val);
+	if (strcmp(k, "parts") != 0) {
+		VE_ERR("fixed: unknown knob '%s' (parts=N or leaves=A/B/...)", k);
 		return -EINVAL;
+	}
+	if (ve__parse_u64(val, &n) || n == 0 || n > 64) {
+		VE_ERR("fixed: parts=%s: needs a count in 1..64", val);
+		return -EINVAL;
+	}
 	f->parts = (uint32_t)n;
 	f->explicit_parts = true;
 	return 0;
+}
+
+/* A group's home: the largest pool entry inside it. Only groups that are a
+ * pool entry use all their SMs (a tree node, or a remainder). */
+static void set_home(struct fixed *f, uint32_t g)
+{
+	const struct ve_pool *p = f->pool;
+	uint32_t best = 0;
+	f->home[g] = VE_POOL_NONE;
+	for (uint32_t e = 0; e < p->nentries; e++)
+		if ((p->e[e].leaves & ~f->group[g]) == 0 && p->e[e].sms > best) {
+			best = p->e[e].sms;
+			f->home[g] = (uint16_t)e;
+		}
 }
 
 /* Contiguous groups; a group takes the next leaf while that brings its
@@ -98,7 +156,12 @@ static void build_groups(struct fixed *f)
 	uint32_t leaf = 0;
 	uint64_t acc = 0;
 	memset(f->group, 0, sizeof(f->group));
-	for (uint32_t g = 0; g < f->parts; g++) {
+	for (uint32_t g = 0; g < f->parts && f->nsizes; g++) {
+		for (uint32_t i = 0; i < f->sizes[g]; i++)
+			f->group[g] |= 1ull << leaf++;
+		set_home(f, g);
+	}
+	for (uint32_t g = 0; g < f->parts && !f->nsizes; g++) {
 		uint64_t target = (uint64_t)p->total_sms * (g + 1) / f->parts;
 		uint32_t later = f->parts - g - 1;
 		do {
@@ -109,13 +172,7 @@ static void build_groups(struct fixed *f)
 			  (acc + p->leaf_sms[leaf] > target ? acc + p->leaf_sms[leaf] - target
 							   : target - acc - p->leaf_sms[leaf]) <
 				  (acc > target ? acc - target : target - acc)));
-		uint32_t best = 0;
-		f->home[g] = VE_POOL_NONE;
-		for (uint32_t e = 0; e < p->nentries; e++)
-			if ((p->e[e].leaves & ~f->group[g]) == 0 && p->e[e].sms > best) {
-				best = p->e[e].sms;
-				f->home[g] = (uint16_t)e;
-			}
+		set_home(f, g);
 	}
 }
 
@@ -148,8 +205,28 @@ static int fixed_init(const char *args, const struct ve_policy_view *v, void **p
 	for (uint32_t c = 0; c < VE_POLICY_MAX_CLIENTS; c++)
 		f->rank[c] = -1;
 	int rc = ve__policy_parse_args(args, fixed_kv, f);
-	if (!rc && f->parts > v->pool->nleaves)
+	if (!rc && f->nsizes) {
+		uint32_t sum = 0;
+		for (uint32_t g = 0; g < f->nsizes; g++)
+			sum += f->sizes[g];
+		if (f->explicit_parts && f->parts != f->nsizes) {
+			VE_ERR("fixed: parts=%u and leaves= with %u groups disagree (give one)",
+			       f->parts, f->nsizes);
+			rc = -EINVAL;
+		} else if (sum != v->pool->nleaves) {
+			VE_ERR("fixed: leaves= covers %u leaves, the pool has %u (every leaf in "
+			       "exactly one group)",
+			       sum, v->pool->nleaves);
+			rc = -EINVAL;
+		}
+		f->parts = f->nsizes;
+		f->explicit_parts = true;
+	}
+	if (!rc && f->parts > v->pool->nleaves) {
+		VE_ERR("fixed: parts=%u but the pool has only %u leaves", f->parts,
+		       v->pool->nleaves);
 		rc = -EINVAL;
+	}
 	if (rc) {
 		free(f);
 		return rc;
@@ -281,7 +358,7 @@ const struct ve_policy_ops ve_policy_fixed = {
 	.abi_version = VE_POLICY_ABI_VERSION,
 	.name = "fixed",
 	.summary = "static partition per client (like MIG or MPS percentages): an even split "
-		   "among registered clients, or fixed:parts=N",
+		   "among registered clients, fixed:parts=N, or fixed:leaves=A/B/...",
 	.init = fixed_init,
 	.fini = fixed_fini,
 	.pick = fixed_pick,

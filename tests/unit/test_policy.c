@@ -653,6 +653,115 @@ VE_TEST(fixed_keeps_each_client_in_its_half)
 	ve_coord_destroy(c);
 }
 
+/* fixed:leaves=A/B/...: client i (registration order, modulo the groups)
+ * runs on the largest entry inside its i-th run of contiguous leaves, op by
+ * op and in grant mode. These are the partitions ve-sim --oracle searches. */
+static uint64_t leaves_of_client(struct ve_coord *c, uint32_t client, uint64_t tok)
+{
+	const struct ve_pool *p = ve_coord_pool(c);
+	struct ve_binding b[8];
+	ready(c, client, tok, K_LINEAR, tok, 0, 0);
+	int n = sched(c, b, 8);
+	VE_CHECK_EQ(n, 1);
+	if (n != 1)
+		return 0;
+	VE_CHECK_EQ(b[0].op.client, client);
+	uint64_t m = p->e[b[0].entry].leaves;
+	done(c, &b[0]);
+	return m;
+}
+
+VE_TEST(fixed_leaves_gives_each_client_its_run_of_leaves)
+{
+	static const struct {
+		const char *spec;
+		uint32_t nclients;
+		uint64_t want[4]; /* leaves each client's ops run on */
+	} cases[] = {
+		/* a quarter and its remainder: both pool entries, every SM used */
+		{"fixed:leaves=4/12", 2, {0x000f, 0xfff0}},
+		{"fixed:leaves=12/4", 2, {0x0fff, 0xf000}},
+		/* 9 leaves are no entry: the half inside (leaf 8 idle); 7 leaves
+		 * (9-15) hold the last quarter at most */
+		{"fixed:leaves=9/7", 2, {0x00ff, 0xf000}},
+		{"fixed:leaves=2/2/4/8", 4, {0x0003, 0x000c, 0x00f0, 0xff00}},
+		/* more clients than groups: client 2 shares group 0 */
+		{"fixed:leaves=8/8", 3, {0x00ff, 0xff00, 0x00ff}},
+		/* one group: everyone on the whole GPU */
+		{"fixed:leaves=16", 2, {0xffff, 0xffff}},
+	};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(cases); i++) {
+		struct ve_coord *c = mk_coord(cases[i].spec, false, false);
+		if (!c)
+			continue;
+		add_clients(c, cases[i].nclients);
+		for (uint32_t k = 0; k < cases[i].nclients; k++) {
+			uint64_t m = leaves_of_client(c, k, 100 * i + k + 1);
+			VE_CHECK_MSG(m == cases[i].want[k], "%s: client %u on leaves %#llx, want %#llx",
+				     cases[i].spec, k, (unsigned long long)m,
+				     (unsigned long long)cases[i].want[k]);
+		}
+		/* Grant mode: the same entries, granted whether or not there is work. */
+		VE_CHECK(ve_coord_grant_mode(c));
+		{
+			ve_coord_tick(c, true);
+			for (uint32_t k = 0; k < cases[i].nclients; k++) {
+				uint16_t e = VE_POOL_NONE;
+				uint64_t gen;
+				VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+				uint64_t m = e == VE_POOL_NONE ? 0 : ve_coord_pool(c)->e[e].leaves;
+				VE_CHECK_MSG(m == cases[i].want[k],
+					     "%s: client %u granted leaves %#llx, want %#llx",
+					     cases[i].spec, k, (unsigned long long)m,
+					     (unsigned long long)cases[i].want[k]);
+			}
+		}
+		ve_coord_destroy(c);
+	}
+}
+
+VE_TEST(fixed_leaves_refuses_what_is_not_a_partition_of_the_leaves)
+{
+	/* The H200 pool has 16 leaves: every spec below is refused at create,
+	 * with the policy named in the error (the detail goes to the log). */
+	static const char *const bad[] = {
+		"fixed:leaves=8/7",	   /* 15 leaves */
+		"fixed:leaves=8/9",	   /* 17 */
+		"fixed:leaves=0/16",	   /* an empty group */
+		"fixed:leaves=8//8",	   /* an empty field */
+		"fixed:leaves=/8/8",	   "fixed:leaves=8/8/", "fixed:leaves=",
+		"fixed:leaves=a/b",	   "fixed:leaves=8/8x", "fixed:leaves=-8/24",
+		"fixed:leaves=65/1",	   /* above any pool */
+		"fixed:leaves=1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1", /* 17 groups */
+		"fixed:parts=3,leaves=8/8", /* disagree */
+		"fixed:leaves=8/8,parts=3", "fixed:size=2", "fixed:parts=17",
+	};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(bad); i++) {
+		struct ve_coord_config cfg = {
+		    .leaf_sms = h200, .nleaves = 16, .max_clients = 8, .policy = bad[i]};
+		struct ve_coord *c = NULL;
+		char err[256] = "";
+		int rc = ve_coord_create(&cfg, &c, err, sizeof(err));
+		VE_CHECK_MSG(rc != 0 && !c, "%s accepted", bad[i]);
+		VE_CHECK_MSG(strstr(err, "fixed"), "%s: error '%s'", bad[i], err);
+		if (c)
+			ve_coord_destroy(c);
+	}
+	static const char *const good[] = {"fixed:leaves=16", "fixed:parts=2,leaves=8/8",
+					   "fixed:leaves=1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1",
+					   "fixed:leaves=15/1"};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(good); i++) {
+		struct ve_coord_config cfg = {
+		    .leaf_sms = h200, .nleaves = 16, .max_clients = 8, .policy = good[i]};
+		struct ve_coord *c = NULL;
+		char err[256] = "";
+		VE_CHECK_MSG(ve_coord_create(&cfg, &c, err, sizeof(err)) == 0, "%s refused: %s",
+			     good[i], err);
+		if (c)
+			ve_coord_destroy(c);
+	}
+}
+
 VE_TEST(whole_shares_the_root)
 {
 	struct ve_coord *c = mk_coord("whole", false, false);

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# ve-sim --oracle (docs/ve-sim.md, "Oracle") against this build's ve-sim:
+#   oracle_keys            the JSON has oracle.best_static (policy, partition over
+#                          every leaf, figure), oracle.search, oracle.upper_bound and
+#                          per policy vs_best_static / vs_upper_bound (their ratios)
+#   oracle_best_is_best    best_static is the largest of the partitions it ran
+#   oracle_bound_holds     upper_bound >= best_static, >= every partition it ran and
+#                          >= every policy's aggregate (default scenario, 2 seeds)
+#   oracle_best_reproduces the best partition and another one, run as plain
+#                          --policies fixed:leaves=..., give the figures the oracle
+#                          recorded for them
+#   oracle_text            the table prints "vs oracle" per policy, the best partition's
+#                          rows ("static", with its jobs) and both oracle lines
+#   oracle_bound_value     two copies of one job, compute-bound and then memory-bound:
+#                          the bound is the closed form (1 + 2 u / horizon) / (solo u),
+#                          u = B / bps * t_wave SM-us over 132 SMs, or t_floor
+#   oracle_serving_bound   prefill -> decode (open loop, coupled by a handoff): the
+#                          bound still holds over every policy and partition
+#   oracle_entry_search    4 jobs on 16 leaves (455 splits): only splits into pool
+#                          entries are run, each covering the 16 leaves
+#   oracle_hill_climb      --oracle-max 3 on the same: hill climbing, at most 3 runs,
+#                          budget_spent reported
+#   oracle_refusals        fixed:leaves=5/10 (15 of 16 leaves) and --oracle-max 0 are
+#                          refused before anything runs, with a message saying why
+#   sim_bind_mode          --bind op runs per-op binding and says so (JSON "bind"), the
+#                          default is grant, --bind other is refused
+#   tests/ve_sim.sh ROOT BUILD
+# Needs python3 to read the JSON (skips without it).
+set -u
+root=${1:?repository} build=${2:?build folder}
+case $build in /*) ;; *) build=$root/$build ;; esac
+P=0 F=0 S=0
+ok() { echo "ok   $1"; P=$((P + 1)); }
+fail() { echo "FAIL $1: $2"; F=$((F + 1)); }
+skip() { echo "skip $1 ($2)"; S=$((S + 1)); }
+summary() {
+	echo "# summary: $P passed, $F failed, $S skipped"
+	[ "$F" -eq 0 ]
+	exit $?
+}
+ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
+     oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
+     sim_bind_mode"
+sim=$build/ve-sim
+if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
+	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
+	summary
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ve-sim-test.XXXXXX")
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+# Every ve-sim run is bounded: a hang is a failure, not a stuck suite.
+run() { timeout -k 5 300 "$sim" "$@"; }
+
+# python3 check FILE.json EXPR...: runs the assertions, prints what failed.
+check() {
+	local f=$1
+	shift
+	python3 - "$f" "$@" 2>"$tmp/py.err" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+o = d.get("oracle", {})
+pol = d.get("policies", {})
+for expr in sys.argv[2:]:
+    assert eval(expr), expr
+EOF
+}
+pyerr() { tail -n 3 "$tmp/py.err" | tr '\n' ' '; }
+
+# ---- the embedded default scenario (two training jobs), 2 seeds (jitter on)
+j=$tmp/default.json
+if ! run --oracle --seeds 2 --horizon-ms 200 --policies tput,fixed,whole --json "$j" \
+	>"$tmp/default.out" 2>"$tmp/default.err"; then
+	for n in oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces \
+		oracle_text; do
+		fail "$n" "ve-sim --oracle failed: $(tail -n 3 "$tmp/default.err")"
+	done
+else
+	if check "$j" \
+		'isinstance(o["best_static"]["policy"], str) and o["best_static"]["policy"].startswith("fixed:leaves=")' \
+		'len(o["best_static"]["partition"]) == 2 and sum(o["best_static"]["partition"]) == 16' \
+		'o["best_static"]["policy"] == "fixed:leaves=" + "/".join(map(str, o["best_static"]["partition"]))' \
+		'o["best_static"]["aggregate"] == o["best_static"]["aggregate_normalized_throughput"]["mean"] > 0' \
+		'abs(sum(j["normalized_throughput"]["mean"] for j in o["best_static"]["jobs"].values()) - o["best_static"]["aggregate"]) < 1e-4' \
+		'o["search"]["searched"] == len(o["search"]["partitions"]) == 15' \
+		'o["upper_bound"] > 0 and o["upper_bound_detail"]["jobs"] == 2' \
+		'all(abs(p["vs_best_static"] - p["aggregate_normalized_throughput"]["mean"] / o["best_static"]["aggregate"]) < 1e-4 for p in pol.values())' \
+		'all(abs(p["vs_upper_bound"] - p["aggregate_normalized_throughput"]["mean"] / o["upper_bound"]) < 1e-4 for p in pol.values())' \
+		'abs(pol["fixed"]["vs_best_static"] - 1) < 1e-9 or pol["fixed"]["vs_best_static"] < 1'; then
+		ok oracle_keys
+	else
+		fail oracle_keys "$(pyerr)"
+	fi
+	if check "$j" \
+		'all(o["best_static"]["aggregate"] >= p["aggregate"] for p in o["search"]["partitions"])' \
+		'o["best_static"]["partition"] in [p["partition"] for p in o["search"]["partitions"] if p["aggregate"] == o["best_static"]["aggregate"]]' \
+		'len({tuple(p["partition"]) for p in o["search"]["partitions"]}) == 15'; then
+		ok oracle_best_is_best
+	else
+		fail oracle_best_is_best "$(pyerr)"
+	fi
+	if check "$j" \
+		'o["upper_bound"] >= o["best_static"]["aggregate"]' \
+		'all(o["upper_bound"] >= p["aggregate"] for p in o["search"]["partitions"])' \
+		'all(o["upper_bound"] >= p["aggregate_normalized_throughput"]["mean"] for p in pol.values())' \
+		'all(p["vs_upper_bound"] <= 1 for p in pol.values())' \
+		'o["upper_bound"] <= min(o["upper_bound_detail"]["sm_time_only"], o["upper_bound_detail"]["bandwidth_only"]) <= 2'; then
+		ok oracle_bound_holds
+	else
+		fail oracle_bound_holds "$(pyerr)"
+	fi
+	# The figures are those of plain runs: same seeds, same horizon.
+	best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["oracle"]["best_static"]["policy"])' "$j")
+	other=$(python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))["oracle"]
+p = [p for p in o["search"]["partitions"] if p["partition"] != o["best_static"]["partition"]][0]
+print("fixed:leaves=" + "/".join(map(str, p["partition"])))' "$j")
+	if run --seeds 2 --horizon-ms 200 --policies "$best,$other" --json "$tmp/plain.json" --quiet \
+		>/dev/null 2>"$tmp/plain.err" &&
+		python3 - "$j" "$tmp/plain.json" "$best" "$other" 2>"$tmp/py.err" <<'EOF'; then
+import json, sys
+o = json.load(open(sys.argv[1]))["oracle"]
+plain = json.load(open(sys.argv[2]))["policies"]
+got = {k: v["aggregate_normalized_throughput"]["mean"] for k, v in plain.items()}
+rec = {"fixed:leaves=" + "/".join(map(str, p["partition"])): p["aggregate"]
+       for p in o["search"]["partitions"]}
+for name in sys.argv[3:5]:
+    assert abs(got[name] - rec[name]) <= 1e-5 * max(1, rec[name]), (name, got[name], rec[name])
+assert abs(got[sys.argv[3]] - o["best_static"]["aggregate"]) <= 1e-5, (got, o["best_static"])
+EOF
+		ok oracle_best_reproduces
+	else
+		fail oracle_best_reproduces "$best / $other: $(tail -n 2 "$tmp/plain.err") $(pyerr)"
+	fi
+	if [ "$(grep -c '^ *vs oracle .* of the best static partition, .* of the upper bound' "$tmp/default.out")" = 3 ] &&
+		grep -q "^oracle: best static partition $best: aggregate" "$tmp/default.out" &&
+		grep -q '^static  *trainA ' "$tmp/default.out" &&
+		grep -q '^oracle: upper bound [0-9.]* (SM time alone' "$tmp/default.out" &&
+		grep -q 've-sim: oracle: 15 static partitions' "$tmp/default.err"; then
+		ok oracle_text
+	else
+		fail oracle_text "$(grep -i oracle "$tmp/default.out" | head -n 5)"
+	fi
+fi
+
+# ---- closed forms: two identical jobs on one resource. A loop counts a step
+# in progress by its ops done, so each job is allowed one unit more (2 u).
+bv_ok=1 bv_msg=""
+for kind in sm bw; do
+	if [ $kind = sm ]; then
+		k="blocks=1320 threads=256 bps=1 wave_us=100" key=sm_time_only u=0.001
+	else
+		k="blocks=132 threads=256 bps=1 wave_us=10 floor_us=1000" key=bandwidth_only u=0.001
+	fi
+	printf 'name bound-%s\nhorizon_ms 100\ngpu 132 15x8,12\ndispatch_us 6\nlaunch_us 4\nkernel k %s\njob a\n  loop k sync\njob b\n  loop k sync\n' \
+		"$kind" "$k" >"$tmp/bound-$kind.txt"
+	j=$tmp/bound-$kind.json
+	if ! run "$tmp/bound-$kind.txt" --oracle --policies tput,fixed,whole --json "$j" >/dev/null \
+		2>"$tmp/bound.err" ||
+		! check "$j" \
+			"abs(o['upper_bound_detail']['$key'] - min(2, (1 + 2 * $u / 0.1) / ($u * d['solo_throughput']['a']))) < 1e-4" \
+			"o['upper_bound'] <= o['upper_bound_detail']['$key'] < 1.1" \
+			'all(o["upper_bound"] >= p["aggregate_normalized_throughput"]["mean"] for p in pol.values())' \
+			'abs(d["solo_throughput"]["a"] - d["solo_throughput"]["b"]) < 1e-9'; then
+		bv_ok=0 bv_msg="$bv_msg $kind: $(tail -n 1 "$tmp/bound.err") $(pyerr)"
+	fi
+done
+if [ $bv_ok = 1 ]; then ok oracle_bound_value; else fail oracle_bound_value "$bv_msg"; fi
+
+# ---- prefill -> decode: open loop, "solo" is the pair under whole
+j=$tmp/serving.json
+if run "$root/scenarios/llm-serving.txt" --oracle --horizon-ms 300 --json "$j" \
+	>"$tmp/serving.out" 2>"$tmp/serving.err" &&
+	check "$j" \
+		'all(o["upper_bound"] >= p["aggregate_normalized_throughput"]["mean"] for p in pol.values())' \
+		'all(o["upper_bound"] >= p["aggregate"] for p in o["search"]["partitions"])' \
+		'o["upper_bound"] >= o["best_static"]["aggregate"]' \
+		'all(c > 0 for c in o["upper_bound_detail"]["job_caps"].values())' \
+		'not any("above the upper bound" in l for l in open(sys.argv[1].replace(".json", ".err")))'; then
+	ok oracle_serving_bound
+else
+	fail oracle_serving_bound "$(tail -n 2 "$tmp/serving.err") $(pyerr)"
+fi
+
+# ---- four jobs: too many splits to run them all
+cat >"$tmp/four.txt" <<'EOF'
+name four
+horizon_ms 40
+gpu 132 15x8,12
+dispatch_us 6
+launch_us 4
+kernel big   blocks=2048 threads=256 bps=2 wave_us=45
+kernel small blocks=96   threads=256 bps=2 wave_us=60
+kernel mem   blocks=528  threads=512 bps=4 wave_us=6 floor_us=40
+job a
+  loop big*4 small*2 sync
+job b
+  loop small*6 mem sync
+job c
+  loop big*2 mem*2 sync host=500
+job d
+  loop mem*3 big sync
+EOF
+j=$tmp/four.json
+if run "$tmp/four.txt" --oracle --policies tput,fixed --json "$j" >/dev/null 2>"$tmp/four.err" &&
+	check "$j" \
+		'"pool entries" in o["search"]["method"] and not o["search"]["budget_spent"]' \
+		'2 <= o["search"]["searched"] == len(o["search"]["partitions"]) < 455' \
+		'all(len(p["partition"]) == 4 and sum(p["partition"]) == 16 for p in o["search"]["partitions"])' \
+		'[4, 4, 4, 4] in [p["partition"] for p in o["search"]["partitions"]]' \
+		'[5, 3, 4, 4] not in [p["partition"] for p in o["search"]["partitions"]]' \
+		'all(o["best_static"]["aggregate"] >= p["aggregate"] for p in o["search"]["partitions"])' \
+		'all(o["upper_bound"] >= p["aggregate_normalized_throughput"]["mean"] for p in pol.values())'; then
+	ok oracle_entry_search
+else
+	fail oracle_entry_search "$(tail -n 2 "$tmp/four.err") $(pyerr)"
+fi
+j=$tmp/climb.json
+if run "$tmp/four.txt" --oracle --oracle-max 3 --policies fixed --json "$j" >/dev/null \
+	2>"$tmp/climb.err" &&
+	check "$j" \
+		'"hill climbing" in o["search"]["method"] and o["search"]["budget_spent"]' \
+		'o["search"]["searched"] == 3 and o["search"]["partitions"][0]["partition"] == [4, 4, 4, 4]' \
+		'all(o["best_static"]["aggregate"] >= p["aggregate"] for p in o["search"]["partitions"])'; then
+	ok oracle_hill_climb
+else
+	fail oracle_hill_climb "$(tail -n 2 "$tmp/climb.err") $(pyerr)"
+fi
+
+# ---- refusals: before any run, exit 2, a reason
+run --policies tput,fixed:leaves=5/10 --horizon-ms 10 >/dev/null 2>"$tmp/bad1.err"
+rc1=$?
+run --oracle --oracle-max 0 --horizon-ms 10 >/dev/null 2>"$tmp/bad2.err"
+rc2=$?
+if [ $rc1 = 2 ] && grep -q 'leaves= covers 15 leaves, the pool has 16' "$tmp/bad1.err" &&
+	! grep -q 'runs,' "$tmp/bad1.err" && [ $rc2 = 2 ] && grep -q 'oracle-max' "$tmp/bad2.err"; then
+	ok oracle_refusals
+else
+	fail oracle_refusals "rc $rc1/$rc2: $(head -c 300 "$tmp/bad1.err") $(head -c 200 "$tmp/bad2.err")"
+fi
+
+# ---- binding mode
+if run --bind op --window 0 --horizon-ms 50 --policies tput --json "$tmp/op.json" --quiet \
+	>"$tmp/op.out" 2>&1 && check "$tmp/op.json" 'd["bind"] == "op" and d["window"] == 0' &&
+	grep -q 'bind op, window 0' "$tmp/op.out" &&
+	run --horizon-ms 50 --policies tput --json "$tmp/grant.json" --quiet >/dev/null 2>&1 &&
+	check "$tmp/grant.json" 'd["bind"] == "grant"' &&
+	! run --bind maybe --horizon-ms 50 >/dev/null 2>&1; then
+	ok sim_bind_mode
+else
+	fail sim_bind_mode "$(head -c 300 "$tmp/op.out") $(pyerr)"
+fi
+summary
