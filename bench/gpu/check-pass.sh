@@ -86,8 +86,6 @@ if has host; then
 	host_run tput VE_POLICY=tput
 	host_run tput_alone0 VE_POLICY=tput:alone=0
 	host_run whole VE_POLICY=whole
-	host_run tput_poll5 VE_POLICY=tput VE_POLL_US=5
-	host_run tput_poll200 VE_POLICY=tput VE_POLL_US=200
 	host_run native2
 	cp "$W/host.txt" "$OUTDIR/host.txt"
 	gpu_state after-host
