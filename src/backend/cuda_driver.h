@@ -81,6 +81,7 @@
 	X(cuFuncGetName)                                                                           \
 	X(cuFuncGetAttribute)                                                                      \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                             \
+	X(cuOccupancyMaxActiveClusters)                                                            \
 	X(cuMemAlloc)                                                                              \
 	X(cuMemFree)                                                                               \
 	X(cuMemAllocAsync)                                                                         \

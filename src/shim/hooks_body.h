@@ -794,14 +794,23 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 		d->u.k.min_sms = (uint32_t)((blocks + (uint64_t)per_sm - 1) / (uint64_t)per_sm);
 	}
 	uint32_t cs = cluster_size(d->u.k.cluster);
+	uint32_t w = atomic_load_explicit(&ve__shim.widest_cluster, memory_order_relaxed);
+	if (cs > w)
+		atomic_store_explicit(&ve__shim.widest_cluster, cs, memory_order_relaxed);
 	if (cs > 2) {
 		/* Clusters need their blocks in one GPC; a leaf holds only two SMs of
-		 * each GPC, so larger clusters get the whole GPU (conservative). */
-		d->u.k.min_sms = UINT32_MAX;
-		atomic_fetch_add_explicit(&ve__shim.wide_cluster, 1, memory_order_relaxed);
-		uint32_t w = atomic_load_explicit(&ve__shim.widest_cluster, memory_order_relaxed);
-		if (cs > w)
-			atomic_store_explicit(&ve__shim.widest_cluster, cs, memory_order_relaxed);
+		 * each GPC: the entries that can hold this one come from the
+		 * driver's occupancy calculator (cluster.c), the whole GPU if it
+		 * cannot say. */
+		const uint32_t blk[3] = {block.x, block.y, block.z};
+		uint32_t m = ve__cluster_min_sms(f, d->u.k.cluster, blk, smem);
+		if (m == UINT32_MAX) {
+			d->u.k.min_sms = UINT32_MAX;
+			atomic_fetch_add_explicit(&ve__shim.wide_cluster, 1, memory_order_relaxed);
+		} else {
+			d->u.k.min_sms = VE_MAX(d->u.k.min_sms, m);
+			atomic_fetch_add_explicit(&ve__shim.fit_cluster, 1, memory_order_relaxed);
+		}
 	} else if (coop && d->u.k.min_sms == ve_runtime_pool(ve__shim.rt)->total_sms) {
 		/* (wider ones are refused at the call) */
 		atomic_fetch_add_explicit(&ve__shim.wide_coop, 1, memory_order_relaxed);

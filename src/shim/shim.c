@@ -387,12 +387,18 @@ static void shim_atexit(void)
 	struct ve_runtime_stats rs;
 	ve_runtime_stats(S->rt, &rs);
 	VE_INFO("exit: %llu ops submitted (%llu bound by %s, %llu copies, %llu host functions), "
-		"%llu decisions in %.1f ms",
+		"%llu decisions in %.1f ms, %llu submissions the driver refused (bound again)",
 		(unsigned long long)rs.dispatch.submitted, (unsigned long long)rs.dispatch.bound,
 		ve_runtime_mode(S->rt) == VE_RUNTIME_VED ? "ved" : rs.link.policy,
 		(unsigned long long)rs.dispatch.copies, (unsigned long long)rs.dispatch.host_fns,
-		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6);
-	uint64_t wc = atomic_load(&S->wide_cluster), wo = atomic_load(&S->wide_coop);
+		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6,
+		(unsigned long long)rs.dispatch.submit_failures);
+	uint64_t wc = atomic_load(&S->wide_cluster), wo = atomic_load(&S->wide_coop),
+		 fc = atomic_load(&S->fit_cluster);
+	if (fc)
+		VE_INFO("exit: %llu launches with thread-block clusters larger than 2 (largest %u "
+			"blocks) ran on entries the driver's occupancy calculator found wide enough",
+			(unsigned long long)fc, atomic_load(&S->widest_cluster));
 	if (wc || wo)
 		VE_INFO("exit: %llu launches could run only on the whole GPU: %llu with thread-block "
 			"clusters larger than 2 (largest %u blocks), %llu cooperative grids as wide as "

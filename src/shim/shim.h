@@ -68,7 +68,9 @@ struct ve_shim {
 	uint64_t init_ns;
 	/* Launches that only the whole GPU may run, by cause (reported at exit:
 	 * each waits for every other client to drain). */
-	_Atomic uint64_t wide_cluster; /* thread-block clusters larger than 2 */
+	_Atomic uint64_t wide_cluster; /* thread-block clusters larger than 2 the driver
+					* could not place in a smaller entry */
+	_Atomic uint64_t fit_cluster;  /* clusters larger than 2 placed by occupancy */
 	_Atomic uint64_t wide_coop;    /* cooperative grids needing every SM */
 	_Atomic uint32_t widest_cluster;
 };
@@ -84,6 +86,13 @@ static inline bool ve__shim_is_active(void)
 {
 	return atomic_load_explicit(&ve__shim.state, memory_order_acquire) == VE_SHIM_ACTIVE;
 }
+
+/* SMs of the smallest entries that can run a launch with thread-block
+ * clusters of these dimensions (every entry of at least that many SMs can),
+ * from the driver's occupancy calculator, cached per configuration;
+ * UINT32_MAX: only the whole GPU (the driver could not say). cluster.c. */
+uint32_t ve__cluster_min_sms(CUfunction f, const uint32_t cluster[3], const uint32_t block[3],
+			     uint32_t smem);
 
 /* Per-thread default stream key of the calling thread. */
 uint64_t ve__thread_key(void);

@@ -89,6 +89,23 @@ void fakecuda__device_topology(struct fc_device *d)
 	}
 }
 
+/* GPC of an SM id, in the topology above: on 132 SMs, ids 0..63 form four
+ * GPCs of 16, ids 64..119 four of 14, and 120..131 one of 12 (so a leaf
+ * holds one TPC of each of four GPCs, a pair of leaves two: clusters of 4
+ * blocks at one block per SM fit in a pair, not in a leaf). Other SM counts:
+ * GPCs of 16 consecutive ids. */
+uint32_t fakecuda__gpc_of(const struct fc_device *d, uint32_t sm)
+{
+	if (d->nsm == 132) {
+		if (sm < 64)
+			return sm / 16;
+		if (sm < 120)
+			return 4 + (sm - 64) / 14;
+		return 8;
+	}
+	return sm / 16;
+}
+
 static void res_fill(CUdevResource *r, int dev, uint32_t kind, uint64_t split,
 		     const struct fc_smset *sms, unsigned minpart, unsigned align)
 {

@@ -383,6 +383,8 @@ FC_HIDDEN void fakecuda__op_unref(struct fc_op *op);
 FC_HIDDEN void fakecuda__op_wait(struct fc_op *op);
 FC_HIDDEN int fakecuda__op_done(const struct fc_op *op);
 FC_HIDDEN CUresult fakecuda__stream_resolve(CUstream h, int ptds, struct fc_stream **out);
+/* GPC of SM id sm of device d (fc_green.c: the fake's topology). */
+FC_HIDDEN uint32_t fakecuda__gpc_of(const struct fc_device *d, uint32_t sm);
 FC_HIDDEN struct fc_stream *fakecuda__stream_new(struct fc_ctx *c, int kind, unsigned flags,
 						 int prio);
 FC_HIDDEN CUresult fakecuda__submit(struct fc_stream *s, struct fc_cmd *cmd, struct fc_op *dep,

@@ -667,6 +667,53 @@ FC_DEF(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
        (int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags),
        occ_api(numBlocks, func, blockSize, dynamicSMemSize, flags))
 
+/* Clusters of cs blocks (occ blocks per SM) the SMs of context c hold at
+ * once: a cluster's blocks share one GPC. */
+static int cluster_capacity(const struct fc_ctx *c, int occ, uint64_t cs)
+{
+	pthread_once(&iota_once, iota_init);
+	const struct fc_green *g = c->green;
+	uint32_t n = g ? g->nsm : c->dev->nsm;
+	const uint32_t *ids = g ? g->sm_ids : iota;
+	uint32_t per[FAKECUDA_MAX_SMS / 2 + 1];
+	memset(per, 0, sizeof(per));
+	for (uint32_t i = 0; i < n; i++)
+		per[fakecuda__gpc_of(c->dev, ids[i])]++;
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < FAKECUDA_MAX_SMS / 2 + 1; i++)
+		total += (uint64_t)per[i] * (uint64_t)occ / cs;
+	return total > 1u << 30 ? 1 << 30 : (int)total;
+}
+
+static CUresult clusters_api(int *num, CUfunction func, const CUlaunchConfig *config)
+{
+	struct fc_callee ce;
+	CUresult r = callee(func, &ce);
+	if (r)
+		return r;
+	if (!num || !config)
+		return CUDA_ERROR_INVALID_VALUE;
+	struct fc_stream *s;
+	if ((r = fakecuda__stream_resolve(config->hStream, 0, &s)))
+		return r;
+	uint64_t cs = 0;
+	for (unsigned i = 0; i < config->numAttrs; i++)
+		if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+			const CUlaunchAttributeValue *v = &config->attrs[i].value;
+			cs = (uint64_t)v->clusterDim.x * v->clusterDim.y * v->clusterDim.z;
+		}
+	unsigned lim = ce.f && ce.f->nonportable_cluster ? 16 : 8;
+	if (!cs || cs > lim)
+		return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+	int occ = occupancy((int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+			    config->sharedMemBytes, atomic_load(ce.max_dyn_smem));
+	*num = cluster_capacity(s->ctx, occ, cs);
+	return CUDA_SUCCESS;
+}
+
+FC_DEF(cuOccupancyMaxActiveClusters, (int *num, CUfunction func, const CUlaunchConfig *config),
+       clusters_api(num, func, config))
+
 /* ---- launches -------------------------------------------------------------------------------- */
 
 struct launch {
@@ -731,6 +778,12 @@ static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void 
 		if (!cx || !cy || !cz || (uint64_t)cx * cy * cz > lim || L->grid[0] % cx ||
 		    L->grid[1] % cy || L->grid[2] % cz)
 			return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+		/* A cluster no GPC of the context can hold never runs: refused,
+		 * so a runtime that places it there is caught. */
+		int occ = occupancy((int)(L->block[0] * L->block[1] * L->block[2]), L->smem,
+				    max_dyn);
+		if (cluster_capacity(s->ctx, occ, (uint64_t)cx * cy * cz) == 0)
+			return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	}
 	if (L->coop) {
 		/* All blocks must be co-resident on the SMs of the stream's context. */

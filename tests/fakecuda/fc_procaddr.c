@@ -162,6 +162,7 @@ static const struct proc procs[] = {
 	  cuOccupancyMaxActiveBlocksPerMultiprocessor),
 	P(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000,
 	  cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+	P(cuOccupancyMaxActiveClusters, 11070, cuOccupancyMaxActiveClusters),
 	PT(cuLaunchKernel, 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
 	PT(cuLaunchKernelEx, 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
 	PT(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel,

@@ -251,11 +251,31 @@ static void t_launch_ex(void)
 		   pr->cluster[0] == 2 && pr->cluster[1] == 1 && !pr->coop,
 	       "cluster launch seen as grid %u cluster %u smem %u coop %u", pr->grid[0],
 	       pr->cluster[0], pr->smem, pr->coop);
-	/* Larger clusters (the shim gives them the whole GPU). */
+	/* Larger clusters: their blocks share a GPC, so they run only on
+	 * entries with enough SMs of one GPC at the kernel's occupancy (the
+	 * driver's occupancy calculator says which; the fake refuses a launch
+	 * placed where it cannot run). At this occupancy every entry holds a
+	 * cluster of 4. */
 	at[0].value.clusterDim.x = 4;
 	CK(cuLaunchKernelEx(&cfg, f_probe, args, NULL));
 	CK(cuStreamSynchronize(NULL));
-	CHECK(pr->cluster[0] == 4 && pr->nsm == (uint32_t)sms);
+	CHECKF(pr->cluster[0] == 4 && pr->nsm >= 8, "cluster of 4 ran on %u SMs", pr->nsm);
+	/* 1024 threads a block (two blocks an SM): a cluster of 8 needs four SMs
+	 * of one GPC, which no 8-SM leaf has (one TPC of each of four GPCs). */
+	memset(pr, 0, sizeof(*pr));
+	at[0].value.clusterDim.x = 8;
+	cfg.gridDimX = 64;
+	cfg.gridDimY = 1;
+	cfg.blockDimX = 1024;
+	cfg.sharedMemBytes = 0;
+	for (int i = 0; i < 8; i++) {
+		CK(cuLaunchKernelEx(&cfg, f_probe, args, NULL));
+		CK(cuStreamSynchronize(NULL));
+		CHECKF(pr->cluster[0] == 8 && pr->nsm > 8, "cluster of 8 ran on %u SMs", pr->nsm);
+	}
+	cfg.gridDimY = 2;
+	cfg.blockDimX = 128;
+	cfg.sharedMemBytes = 1024;
 	/* Cooperative attribute, fitting. */
 	memset(pr, 0, sizeof(*pr));
 	at[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;

@@ -96,22 +96,31 @@ PROG_TESTS(launch, "prog_shim_launch")
 PROG_TESTS(graphs, "prog_shim_graphs")
 
 /* Launches only the whole GPU may run are counted and named at exit (each
- * waits for every other client to drain): launch_ex has one cluster of 4
- * and one cooperative grid as wide as the GPU. */
+ * waits for every other client to drain), and so are cluster launches
+ * placed by the driver's occupancy calculator: launch_ex has nine clusters
+ * larger than 2 (every one fits a smaller entry) and one cooperative grid as
+ * wide as the GPU. */
 VE_TEST(launch_whole_gpu_launches_reported_at_exit)
 {
 	SH_PROG(path, "prog_shim_launch");
 	const char *argv[] = {path, "launch_ex", NULL};
-	struct sh_opts o = {.shim = true, .expect_green = true, .policy = "tput",
+	struct sh_opts o = {.shim = true, .expect_green = true, .policy = "chaos",
 			    .env = {"VE_LOG_LEVEL=info"}};
 	SH_RUN_OK(argv, &o);
 	static struct sh_result r;
 	sh_run(argv, &o, &r);
-	int n = sh_count(&r, "2 launches could run only on the whole GPU: 1 with thread-block "
-			     "clusters larger than 2 (largest 4 blocks), 1 cooperative");
-	if (n != 1)
+	int n = sh_count(&r, "1 launches could run only on the whole GPU: 0 with thread-block "
+			     "clusters larger than 2 (largest 8 blocks), 1 cooperative");
+	int m = sh_count(&r, "9 launches with thread-block clusters larger than 2 (largest 8 "
+			     "blocks) ran on entries");
+	/* Placed where they run: the fake refuses a cluster no GPC of the
+	 * stream's context holds (the dispatcher would bind it again). */
+	int k = sh_count(&r, ", 0 submissions the driver refused");
+	if (n != 1 || m != 1 || k != 1)
 		sh_dump(&r);
 	VE_CHECK_EQ(n, 1);
+	VE_CHECK_EQ(m, 1);
+	VE_CHECK_EQ(k, 1);
 }
 
 /* Graphs under the strictest binding (per op, no pipelining) and under each placement
