@@ -177,8 +177,15 @@ def t_determinism(res):
                 else:
                     row.append(f"DIFFERENT ({e.get('reps')})")
             rows.append(row)
-        extra = [f"CUDA C suite: {d['cuda_c_suite_total']} (native, tput, chaos; digests equal)."] \
-            if "cuda_c_suite_total" in d else []
+        extra = []
+        if "cuda_c_suite_total" in d:
+            suite = d.get("cuda_c_suite") or {}
+            differ = [p for p, r in suite.items() if r.get("digest_across_modes") not in ("same", "-")]
+            extra = [f"CUDA C suite: {d['cuda_c_suite_total']} (native, tput, chaos); digests "
+                     + (f"differ across modes for {', '.join(differ)}." if differ else
+                        "equal across modes wherever a program produced one.")]
+            if d.get("cuda_c_suite_notes"):
+                extra.append(d["cuda_c_suite_notes"])
         return [source("determinism.json", d)] + extra + [""] + table(["PyTorch workload"] + modes, rows)
     if g and "determinism" in g:
         for w, r in g["determinism"].items():
@@ -201,14 +208,18 @@ def t_overhead(res):
     g = load(res, "gpu-summary.json")
     d = newer(load(res, "overhead.json"), g, "launch")
     launch = (d or {}).get("launch")
-    infer = (d or {}).get("eager_inference_latency_us")
+    infer = (d or {}).get("eager_inference_latency_us") or (d or {}).get("infer")
     src = source("overhead.json", d)
     if not d and g and (g.get("launch") or g.get("infer_latency")):
         launch, infer = g.get("launch"), g.get("infer_latency")
         src = source("gpu-summary.json", g)
     out = [src, ""]
     rows = []
-    for m in ("native", "whole", "tput"):
+    # Modes as each file has them: native, whole, tput (2026-12-02) or
+    # native, grant, op (grant mode and per-op binding, 2026-12-03).
+    modes = [m for m in ("native", "whole", "tput", "grant", "op")
+             if (launch or {}).get(m) or (infer or {}).get(m)] or ["native", "whole", "tput"]
+    for m in modes:
         lr = (launch or {}).get(m) or {}
         ir = (infer or {}).get(m) or {}
         if not lr and not ir:
