@@ -137,6 +137,8 @@ ifneq ($(HAVE_CUDA_H),)
 $(BUILD)/libve.so: $(SHIM_OBJ) $(LIB) src/shim/libve.map
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/shim/libve.map -Wl,-soname,libve.so.$(SOMAJOR) \
 		$(SHIM_OBJ) $(LIB) -o $@ $(LDLIBS)
+	@# A program linked against the build tree's libve.so asks for its soname.
+	ln -sf libve.so $(BUILD)/libve.so.$(SOMAJOR)
 
 $(BUILD)/fakecuda/libcuda.so.1: $(FAKE_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
