@@ -502,6 +502,18 @@ static int mps_process(char *which, size_t len)
 	return found;
 }
 
+bool ve__mps_control_present(const char *dir)
+{
+	char pipe[512];
+	struct stat st;
+	if (snprintf(pipe, sizeof(pipe), "%s/control", dir) >= (int)sizeof(pipe))
+		return false;
+	/* A FIFO with older drivers; a Unix socket with the H200's driver 580
+	 * (seen 2026-12-03: every MPS run then warned that clients would not
+	 * find a daemon they were in fact under). */
+	return stat(pipe, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
 int ve_mps_probe(char *detail, size_t len)
 {
 	char dummy[8];
@@ -514,8 +526,7 @@ int ve_mps_probe(char *detail, size_t len)
 		dir = "/tmp/nvidia-mps";
 	char pipe[512], which[300] = "";
 	snprintf(pipe, sizeof(pipe), "%s/control", dir);
-	struct stat st;
-	int fifo = stat(pipe, &st) == 0 && S_ISFIFO(st.st_mode);
+	int fifo = ve__mps_control_present(dir);
 	int proc = mps_process(which, sizeof(which));
 	if (proc && fifo) {
 		snprintf(detail, len, "MPS is running: %s, control pipe %s", which, pipe);

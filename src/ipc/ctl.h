@@ -43,6 +43,7 @@
 #include "ipc/shm.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -359,6 +360,9 @@ int ve_ctl_recv(int fd, void *buf, size_t cap, int *fd_out, int timeout_ms);
  * nvidia-cuda-mps-control or nvidia-cuda-mps-server process. Reads only;
  * starts nothing, changes nothing. detail (may be NULL) gets a sentence. */
 int ve_mps_probe(char *detail, size_t len);
+/* True if dir holds an MPS control endpoint named "control" (a FIFO or a
+ * Unix socket, as drivers differ). */
+bool ve__mps_control_present(const char *dir);
 const char *ve_mps_state_name(int state);
 
 /*

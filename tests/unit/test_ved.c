@@ -57,7 +57,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1052,7 +1054,7 @@ static void many(const char *policy, uint64_t base, bool kill_some)
 		      kill_some ? 8000 : 0);
 	char why[256];
 	const char *bad = NULL;
-	int nkilled = 0;
+	int nkilled = 0, back_after = 0;
 	if (kill_some) {
 		uint64_t r = seed;
 		usleep(300000 + rnd(&r, 300000));
@@ -1091,10 +1093,18 @@ static void many(const char *policy, uint64_t base, bool kill_some)
 		VE_CHECK_MSG(v > 0, "ved did not restart over its stale socket");
 		int back = 0;
 		uint64_t t_back = ve__now_ns();
-		for (int t = 0; t < 500 && back == 0; t++) {
+		/* Two back if the survivors allow: one more is killed below, and
+		 * the one that came back first may be it (seen under ASan: the
+		 * only client that had re-registered was the one killed, and the
+		 * survivors had finished in safe mode). */
+		int want_back = 0;
+		for (int i = 0; i < NCLIENTS; i++)
+			want_back += !cs[i].killed;
+		want_back = want_back > 2 ? 2 : want_back;
+		for (int t = 0; t < 500 && back < want_back; t++) {
 			if (status() == 0)
 				back = (int)st_msg()->nclients;
-			if (!back)
+			if (back < want_back)
 				usleep(10000);
 		}
 		printf("# ved restarted; %d clients re-registered within %.1f s\n", back,
@@ -1120,6 +1130,8 @@ static void many(const char *policy, uint64_t base, bool kill_some)
 			usleep(10000);
 		}
 		VE_CHECK_MSG(!bad, "after killing a client under the restarted ved: %s", bad);
+		if (status() == 0)
+			back_after = (int)st_msg()->nclients;
 	}
 	/* Survivors finish correctly. */
 	struct child alive[NCLIENTS];
@@ -1141,7 +1153,10 @@ static void many(const char *policy, uint64_t base, bool kill_some)
 	       (unsigned long long)sum_field(alive, na, "bound by ved"));
 	if (kill_some) {
 		VE_CHECK_MSG(fo > 0, "the daemon was killed but no client failed over");
-		VE_CHECK_MSG(rc > 0, "no client re-registered with the restarted daemon");
+		/* Re-registered: a survivor says so, or ved still had one after
+		 * the kill (it may have finished before reporting). */
+		VE_CHECK_MSG(rc > 0 || back_after > 0,
+			     "no client re-registered with the restarted daemon");
 	}
 	if (g_grant) /* ved decides grants; the clients bind */
 		VE_CHECK(sum_field(alive, na, "granted") > 0);
@@ -1320,6 +1335,36 @@ VE_TEST(ved_threaded_grant)
 
 /* Bindings that do not fit the client's ring wait in ved's per-client queue:
  * none dropped, none sent twice, in order, sequence numbers contiguous. */
+/* The MPS control endpoint is a FIFO with some drivers and a Unix socket
+ * with the H200's driver 580: both mean MPS is reachable from this
+ * CUDA_MPS_PIPE_DIRECTORY (the socket was taken for "elsewhere" and every
+ * client under MPS was told it was not). */
+VE_TEST(mps_control_pipe_fifo_or_socket)
+{
+	char dir[] = "/tmp/ve-mps-XXXXXX";
+	VE_CHECK(mkdtemp(dir) != NULL);
+	char path[64];
+	snprintf(path, sizeof(path), "%s/control", dir);
+	VE_CHECK(!ve__mps_control_present(dir));
+	VE_CHECK_EQ(mkfifo(path, 0600), 0);
+	VE_CHECK(ve__mps_control_present(dir));
+	VE_CHECK_EQ(unlink(path), 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	VE_CHECK(fd >= 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	VE_CHECK_EQ(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	VE_CHECK(ve__mps_control_present(dir));
+	close(fd);
+	VE_CHECK_EQ(unlink(path), 0);
+	FILE *f = fopen(path, "w"); /* a plain file is not an endpoint */
+	VE_CHECK(f != NULL);
+	fclose(f);
+	VE_CHECK(!ve__mps_control_present(dir));
+	VE_CHECK_EQ(unlink(path), 0);
+	VE_CHECK_EQ(rmdir(dir), 0);
+}
+
 VE_TEST(ved_overflow)
 {
 	if (!setup())
