@@ -12,12 +12,7 @@
 #   deploy_container    every file the Containerfile copies exists
 #   tests/deploy_check.sh ROOT BUILD
 set -u
-root=${1:?repository} build=${2:?build folder}
-case $build in /*) ;; *) build=$root/$build ;; esac
-P=0 F=0 S=0
-ok() { echo "ok   $1"; P=$((P + 1)); }
-fail() { echo "FAIL $1: $2"; F=$((F + 1)); }
-skip() { echo "skip $1 ($2)"; S=$((S + 1)); }
+. "$(dirname "$0")/sh_harness.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ve-deploy.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -140,5 +135,4 @@ for src in $(sed -n 's/^COPY \(--from=[a-z]* \)\{0,1\}\([^ ]*\) .*/\1\2/p' "$roo
 	[ "$src" = . ] || [ -e "$root/$src" ] || bad="$bad $src"
 done
 if [ -z "$bad" ]; then ok deploy_container; else fail deploy_container "missing:$bad"; fi
-echo "# summary: $P passed, $F failed, $S skipped"
-[ "$F" -eq 0 ]
+summary

@@ -11,13 +11,8 @@
 #   tests/install.sh ROOT BUILD
 # Output follows the test harness ("ok NAME", "FAIL NAME", "# summary: ...").
 set -u
-root=${1:?repository} build=${2:?build folder}
-case $build in /*) ;; *) build=$root/$build ;; esac
+. "$(dirname "$0")/sh_harness.sh"
 cc=${CC:-cc}
-P=0 F=0 S=0
-ok() { echo "ok   $1"; P=$((P + 1)); }
-fail() { echo "FAIL $1: $2"; F=$((F + 1)); }
-skip() { echo "skip $1 ($2)"; S=$((S + 1)); }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ve-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 prefix=/opt/vitamin-e-test
@@ -30,8 +25,7 @@ if ! make -C "$root" --no-print-directory install BUILD="$build" PREFIX=$prefix 
 	>"$log" 2>&1; then
 	fail install_tree "make install failed"
 	tail -n 30 "$log"
-	echo "# summary: $P passed, $F failed, $S skipped"
-	exit 1
+	summary
 fi
 
 # ---- install_tree
@@ -133,5 +127,4 @@ if [ -z "$left" ] && [ -f "$dest/etc/vitamin-e/ved.conf" ]; then
 else
 	fail uninstall "left behind: $(echo $left | head -c 300)"
 fi
-echo "# summary: $P passed, $F failed, $S skipped"
-[ "$F" -eq 0 ]
+summary

@@ -27,17 +27,7 @@
 #   tests/ve_sim.sh ROOT BUILD
 # Needs python3 to read the JSON (skips without it).
 set -u
-root=${1:?repository} build=${2:?build folder}
-case $build in /*) ;; *) build=$root/$build ;; esac
-P=0 F=0 S=0
-ok() { echo "ok   $1"; P=$((P + 1)); }
-fail() { echo "FAIL $1: $2"; F=$((F + 1)); }
-skip() { echo "skip $1 ($2)"; S=$((S + 1)); }
-summary() {
-	echo "# summary: $P passed, $F failed, $S skipped"
-	[ "$F" -eq 0 ]
-	exit $?
-}
+. "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
      sim_bind_mode"

@@ -19,17 +19,7 @@
 #   tests/ved_ops.sh ROOT BUILD
 # Needs curl and python3 (skips without them), libve.so and the fake driver.
 set -u
-root=${1:?repository} build=${2:?build folder}
-case $build in /*) ;; *) build=$root/$build ;; esac
-P=0 F=0 S=0
-ok() { echo "ok   $1"; P=$((P + 1)); }
-fail() { echo "FAIL $1: $2"; F=$((F + 1)); }
-skip() { echo "skip $1 ($2)"; S=$((S + 1)); }
-summary() {
-	echo "# summary: $P passed, $F failed, $S skipped"
-	[ "$F" -eq 0 ]
-	exit $?
-}
+. "$(dirname "$0")/sh_harness.sh"
 ALL="ops_metrics_http ops_metrics_errors ops_metrics_promtool ops_metrics_documented
      ops_metrics_ctl ops_clients ops_trace ops_drain ops_reload ops_drain_wait ops_ved_exit"
 for t in curl python3; do
