@@ -794,10 +794,13 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 		d->u.k.min_sms = (uint32_t)((blocks + (uint64_t)per_sm - 1) / (uint64_t)per_sm);
 	}
 	uint32_t cs = cluster_size(d->u.k.cluster);
-	uint32_t w = atomic_load_explicit(&ve__shim.widest_cluster, memory_order_relaxed);
-	if (cs > w)
-		atomic_store_explicit(&ve__shim.widest_cluster, cs, memory_order_relaxed);
 	if (cs > 2) {
+		/* The exit report's "largest": only clusters larger than 2 count. */
+		uint32_t w = atomic_load_explicit(&ve__shim.widest_cluster, memory_order_relaxed);
+		while (cs > w && !atomic_compare_exchange_weak_explicit(
+				     &ve__shim.widest_cluster, &w, cs, memory_order_relaxed,
+				     memory_order_relaxed))
+			;
 		/* Clusters need their blocks in one GPC; a leaf holds only two SMs of
 		 * each GPC: the entries that can hold this one come from the
 		 * driver's occupancy calculator (cluster.c), the whole GPU if it
