@@ -830,8 +830,9 @@ static void do_admin(struct ved *d, struct vconn *c, const struct ve_ctl_admin_r
 		conn_close(d, c, "admin reply failed", false);
 }
 
-/* Text in chunks (PROFILE's layout): the METRICS reply. */
-static void send_text(struct ved *d, struct vconn *c, uint16_t type, const char *text, size_t n)
+/* Text in chunks (PROFILE's layout): the METRICS and PROFILE replies. */
+static void send_text(struct ved *d, struct vconn *c, uint16_t type, const char *text, size_t n,
+		      const char *fail_why)
 {
 	struct ve_ctl_profile *m = (void *)d->msg.b;
 	uint32_t chunk = 0;
@@ -849,7 +850,7 @@ static void send_text(struct ved *d, struct vconn *c, uint16_t type, const char 
 			memcpy(m + 1, text + off, k);
 		off += k;
 		if (send_bounded(c->fd, m, len)) {
-			conn_close(d, c, "reply failed", false);
+			conn_close(d, c, fail_why, false);
 			return;
 		}
 	} while (off < n);
@@ -865,7 +866,7 @@ static void do_metrics(struct ved *d, struct vconn *c)
 		return;
 	}
 	/* Label values are the only free text, and no NUL gets into them. */
-	send_text(d, c, VE_CTL_METRICS, text, n);
+	send_text(d, c, VE_CTL_METRICS, text, n, "reply failed");
 	free(text);
 }
 
@@ -1060,26 +1061,7 @@ static void do_profile(struct ved *d, struct vconn *c)
 		conn_close(d, c, "profile reply failed", false);
 		return;
 	}
-	struct ve_ctl_profile *m = (void *)d->msg.b;
-	uint32_t chunk = 0;
-	size_t off = 0;
-	do {
-		uint32_t k = (uint32_t)(n - off < VE_CTL_PROFILE_CHUNK ? n - off : VE_CTL_PROFILE_CHUNK);
-		size_t len = sizeof(*m) + k;
-		ve_ctl_hdr_init(&m->h, VE_CTL_PROFILE, (uint32_t)len);
-		m->nbytes = k;
-		m->chunk = chunk++;
-		m->total = n;
-		if (off + k == n)
-			m->h.flags = VE_CTL_F_LAST;
-		if (k)
-			memcpy(m + 1, text + off, k);
-		off += k;
-		if (send_bounded(c->fd, m, len)) {
-			conn_close(d, c, "profile reply failed", false);
-			break;
-		}
-	} while (off < n);
+	send_text(d, c, VE_CTL_PROFILE, text, n, "profile reply failed");
 	free(text);
 }
 
