@@ -148,6 +148,24 @@ def t_decode(res):
         rows = [[f"`{w['name']}`"] + [" / ".join(fnum(w["modes"].get(m, {}).get(k)) for k in keys)
                                       for m in modes] for w in d["workloads"]]
         return [source("decode.json", d), f"Cells: {' / '.join(keys)}.", ""] + table(["workload"] + modes, rows)
+    if isinstance(d.get("modes"), dict) and isinstance(d.get("native"), dict):
+        # decode_bench.py's schema: one row per mode against the native run.
+        n = d["native"]
+        rows = [["native (reference)", fnum(n.get("generations")), "-", "-",
+                 fnum(n.get("ms_per_token"), 3)]]
+        for m, v in d["modes"].items():
+            fd = v.get("first_divergence") or []
+            rows.append([f"`{m}`", fnum(v.get("generations")),
+                         f"{fnum(v.get('identical_to_native'))} of {fnum(v.get('generations'))}",
+                         fnum(v.get("logits_max_abs_diff"), 4) + (f"; first flips at token {min(fd)}" if fd else ""),
+                         fnum(v.get("ms_per_token"), 3)])
+        notes = [f"Note: {x}" for x in d.get("notes", [])]
+        return ([source("decode.json", d),
+                 f"{fnum(n.get('generations'))} greedy generations of {fnum(n.get('tokens'))} tokens, "
+                 f"{fnum((n.get('model') or {}).get('layers'))}-layer model; identical = every token and "
+                 "every step's logits bitwise equal to native.", ""]
+                + table(["mode", "generations", "identical to native", "max abs logit diff", "ms/token"], rows)
+                + ([""] + notes if notes else []))
     pairs = [(k, v) for k, v in flatten(d) if k not in ("date",)][:60]
     return [source("decode.json", d), "(flattened: every numeric field)", ""] + table(
         ["measure", "value"], [[f"`{k}`", fnum(v, 3)] for k, v in pairs] or [[NOT_YET, "-"]])

@@ -21,7 +21,9 @@
  *    standing entry is not available, a latency op takes an idle entry big
  *    enough for its deadline, else the reservation shared, else it waits.
  * Knobs: tpot:reserve=16,tpot_ms=50,min_gain=...,starve_ms=... (the last two
- * go to the embedded Throughput-Oriented plan).
+ * go to the embedded Throughput-Oriented plan); in grant mode also
+ * batch_min=8, lat_idle_ms=20 and standing=1|0 (0: the reservation is held
+ * only while its owner is active, see struct tpot).
  */
 #include "policy/policies.h"
 #include "policy/tput_impl.h"
@@ -57,6 +59,13 @@ struct tpot {
 	/* grant mode */
 	uint32_t batch_min;   /* SMs left to best-effort clients while a latency one runs */
 	uint64_t lat_idle_ns; /* a latency client counts as active this long after its work */
+	/* Whether the reservation stands while its owner is idle (the paper's
+	 * standing reservation, 1) or only while it is active (0): then a
+	 * best-effort client gets those SMs between requests, and a request's
+	 * first op waits for the best-effort kernels running there to finish
+	 * (one kernel's length, which TTFT pays; TPOT does not, lat_idle_ms
+	 * covers the gaps between decode steps). */
+	bool standing_idle;
 };
 
 static int tpot_kv(const char *k, const char *val, void *arg)
@@ -73,6 +82,8 @@ static int tpot_kv(const char *k, const char *val, void *arg)
 		t->batch_min = (uint32_t)d;
 	else if (strcmp(k, "lat_idle_ms") == 0)
 		t->lat_idle_ns = (uint64_t)(d * 1e6);
+	else if (strcmp(k, "standing") == 0 && (d == 0 || d == 1))
+		t->standing_idle = d == 1;
 	else if (strcmp(k, "min_gain") == 0 || strcmp(k, "starve_ms") == 0 ||
 		 strcmp(k, "idle_ms") == 0 || strcmp(k, "hysteresis") == 0) {
 		size_t n = strlen(t->tput_args);
@@ -110,6 +121,7 @@ static int tpot_init(const char *args, const struct ve_policy_view *v, void **pr
 	t->tpot_ns = 50 * 1000000ull;
 	t->batch_min = 8;
 	t->lat_idle_ns = 20 * 1000000ull;
+	t->standing_idle = true;
 	t->holder = -1;
 	t->wide = VE_POOL_NONE;
 	t->round = UINT64_MAX;
@@ -425,8 +437,9 @@ static void tpot_notify(void *priv, const struct ve_policy_view *v,
  * want, at most all but batch_min SMs), in an entry that contains the
  * reservation so the growth never waits for its own work. Best-effort
  * clients share the rest by the Throughput-Oriented plan. The reservation
- * yields only when its owner is idle and a best-effort launch needs its
- * SMs to run at all (a cooperative or cluster launch as wide as the GPU). */
+ * yields when its owner is idle and a best-effort launch needs its SMs to
+ * run at all (a cooperative or cluster launch as wide as the GPU), and with
+ * standing=0 whenever its owner is idle. */
 static int tpot_grant(void *priv, const struct ve_policy_view *v,
 		      const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {
@@ -465,6 +478,8 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 					break;
 			}
 			target = best;
+		} else if (!t->standing_idle) {
+			target = VE_POOL_NONE; /* standing=0: the SMs go back while idle */
 		} else {
 			/* Idle: yield only to a best-effort launch that cannot run
 			 * anywhere else. */

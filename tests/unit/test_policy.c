@@ -313,6 +313,59 @@ VE_TEST(tput_grant_client_alone_keeps_the_whole_gpu_idle_or_narrow)
 	ve_coord_destroy(c);
 }
 
+/* tpot in grant mode: the reservation stands while the decode server is
+ * idle (standing=1, the default) or goes back to the batch client
+ * (standing=0), and comes back as soon as the server has work. */
+VE_TEST(tpot_grant_standing_reservation_held_or_yielded_while_idle)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	const struct ve_policy_view *v = ve_coord_view(c);
+	const struct ve_pool *p = v->pool;
+	const struct ve_policy_ops *ops = ve_policy_builtin("tpot");
+	VE_CHECK(ops && ops->grant);
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
+	struct ve_grant_plan plan;
+	const char *args[2] = {"", "standing=0"};
+	for (int a = 0; a < 2; a++) {
+		void *priv = NULL;
+		VE_CHECK_EQ(ops->init(args[a], v, &priv), 0);
+		/* Server idle for long (active_ns 0), training busy. */
+		dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
+						   .active_ns = 1, .entry = VE_POOL_NONE,
+						   .flags = VE_DEMAND_WAITING};
+		dem[1] = (struct ve_client_demand){.want_sms = 132, .entry = VE_POOL_NONE,
+						   .flags = VE_DEMAND_LATENCY};
+		for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
+			plan.entry[k] = VE_POOL_NONE, plan.share[k] = 0;
+		VE_CHECK_EQ(ops->grant(priv, v, dem, &plan), 0);
+		VE_CHECK(plan.entry[0] != VE_POOL_NONE);
+		if (a == 0) {
+			VE_CHECK(plan.entry[1] != VE_POOL_NONE);
+			VE_CHECK_EQ(p->e[plan.entry[1]].sms, 16);
+			VE_CHECK_EQ(p->e[plan.entry[0]].leaves & p->e[plan.entry[1]].leaves, 0);
+			VE_CHECK(p->e[plan.entry[0]].sms < 132);
+		} else {
+			VE_CHECK_EQ(plan.entry[1], VE_POOL_NONE);
+			VE_CHECK_EQ(plan.entry[0], p->root);
+		}
+		/* A request arrives: the server gets SMs of its own again. */
+		dem[1].ready = 1;
+		dem[1].active_ns = 1;
+		dem[1].flags |= VE_DEMAND_WAITING;
+		dem[0].entry = plan.entry[0];
+		dem[0].flags = 0;
+		VE_CHECK_EQ(ops->grant(priv, v, dem, &plan), 0);
+		VE_CHECK(plan.entry[1] != VE_POOL_NONE);
+		VE_CHECK(plan.entry[0] != VE_POOL_NONE);
+		VE_CHECK_EQ(p->e[plan.entry[0]].leaves & p->e[plan.entry[1]].leaves, 0);
+		ops->fini(priv);
+	}
+	void *priv = NULL;
+	VE_CHECK_EQ(ops->init("standing=2", v, &priv), -EINVAL);
+	ve_coord_destroy(c);
+}
+
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
 {
 	struct ve_coord *c = mk_coord("tput", false, false);
