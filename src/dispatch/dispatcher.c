@@ -50,6 +50,7 @@ struct lane_st {
 	uint8_t on_unm;	   /* listed in d->unm */
 	uint64_t avg_ns;   /* recent time per op: EWMA over reported completions */
 	uint64_t last_done_ns, last_submit_ns;
+	bool measured; /* a completion has timed an op here (avg_ns is no guess) */
 	uint64_t busy_ns; /* when it last went from idle to busy (watchdog) */
 	uint8_t stuck;	  /* reported stuck; cleared by its next completion */
 };
@@ -455,6 +456,12 @@ static void inflight_free(struct ve_dispatcher *d, uint32_t i)
  * this thread), at most ahead_max. */
 static uint32_t lane_room(const struct ve_dispatcher *d, const struct lane_st *L, bool contended)
 {
+	/* No completion measured on this lane yet: its time per op is a guess
+	 * (AVG_INIT_NS), and a drain would wait for whatever the guess let in
+	 * (a server's first kernels kept a shrinking grant for 3.4 s on the
+	 * H200). Two until the first completion says how long they take. */
+	if (contended && !L->measured)
+		return 2;
 	uint64_t bound = contended ? d->cfg.ahead_ns : VE_MAX(d->cfg.ahead_alone_ns, d->cfg.ahead_ns);
 	uint64_t n = bound / VE_MAX(L->avg_ns, AVG_MIN_NS);
 	/* Kernels longer than the whole bound while others may want the SMs:
@@ -907,7 +914,9 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		L->stuck = 0;
 		uint64_t from = VE_MAX(L->last_done_ns, cp->t_submit_ns);
 		uint64_t dt = cp->t_end_ns > from ? cp->t_end_ns - from : 0;
-		L->avg_ns = (L->avg_ns * 15 + dt) / 16;
+		/* The first measurement replaces the guess outright. */
+		L->avg_ns = L->measured ? (L->avg_ns * 15 + dt) / 16 : VE_MAX(dt, 1ull);
+		L->measured = true;
 		if (f.granted)
 			d->gc[f.client].op_ns = (d->gc[f.client].op_ns * 63 + dt) / 64;
 		if (cp->t_end_ns > L->last_done_ns)

@@ -11,6 +11,7 @@
  * that the policy name the runtime reports is the external one.
  */
 #include "../harness.h"
+#include "sim_drive.h"
 
 #include "backend/sim.h"
 #include "core/vctx.h"
@@ -89,14 +90,7 @@ VE_TEST(external_policy_runs_the_sim)
 		nkernels++;
 	}
 	struct ve_dispatcher *d = ve_runtime_dispatcher(rt);
-	for (int guard = 0; guard < 1000000; guard++) {
-		int moved = ve_dispatcher_poll(d);
-		if (ve_dispatcher_quiescent(d) && ve_vctx_ctx_query(v[0]) == 0 &&
-		    ve_vctx_ctx_query(v[1]) == 0)
-			break;
-		if (moved <= 0 && ve_sim_advance(b, NULL) == -ENODATA)
-			ve_sim_advance_to(b, ve_sim_now(b) + 1000);
-	}
+	sim_drive_until_done(d, b, v, 2);
 	for (int c = 0; c < 2; c++)
 		VE_CHECK_EQ(ve_vctx_ctx_query(v[c]), 0);
 
