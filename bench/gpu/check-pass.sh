@@ -8,7 +8,10 @@
 # utilization, compute processes): a GPU someone else uses makes every figure
 # wrong. Returns few files in OUTDIR: pass.txt (the tables), host.txt,
 # mixed-pass.json, logs.tgz (every log). The last lines are a short table.
-#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite (default det,host,serve)
+#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode
+#                                               (default det,host,serve)
+# graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decode: greedy
+# decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
 set -u
 OUTDIR=${1:-${OUT:-/tmp/ve-check}}
 PARTS=${2:-det,host,serve}
@@ -101,6 +104,21 @@ if has serve; then
 	gpu_state after-serve
 fi
 
+if has graphs; then
+	note "CUDA graphs: programs, PyTorch workloads, decode replay alone and paired"
+	timeout ${GRAPHS_TIMEOUT:-380} python3 bench/gpu/graphs/run --budget-s ${GRAPHS_BUDGET:-340} \
+		--out "$W/graphs" --json "$OUTDIR/graphs.json" >"$W/graphs.txt" 2>&1
+	tail -12 "$W/graphs.txt"
+	gpu_state after-graphs
+fi
+if has decode; then
+	note "greedy decode: native, reshape, ve_chaos, mps_split, ve_tput"
+	timeout ${DECODE_TIMEOUT:-330} bash bench/gpu/decode --tokens 64 --budget-s ${DECODE_BUDGET:-300} \
+		--out "$W/decode" --json "$OUTDIR/decode.json" >"$W/decode.txt" 2>&1
+	tail -8 "$W/decode.txt"
+	gpu_state after-decode
+fi
+
 note "summary"
 {
 	cat "$W/gpu-state.txt"
@@ -108,5 +126,7 @@ note "summary"
 	[ -f "$W/det-torch.txt" ] && python3 bench/gpu/summarize.py "$W/det" 2>/dev/null | grep -A4 "^determinism"
 	[ -f "$W/host.txt" ] && cat "$W/host.txt"
 	[ -f "$W/mixed.txt" ] && grep -A9 "^mode " "$W/mixed.txt"
+	[ -f "$W/graphs.txt" ] && tail -6 "$W/graphs.txt"
+	[ -f "$W/decode.txt" ] && grep -A7 "^mode " "$W/decode.txt"
 } | tee "$OUTDIR/pass.txt"
 exit 0
