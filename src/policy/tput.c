@@ -49,6 +49,10 @@ static int parse_kv(const char *k, const char *v, void *arg)
 		t->share = (int)d;
 	else if (strcmp(k, "share_op_us") == 0)
 		t->share_op_us = (uint32_t)d;
+	else if (strcmp(k, "share_hold_ms") == 0 && d >= 0)
+		t->share_hold_ns = (uint64_t)(d * 1e6);
+	else if (strcmp(k, "share_enter_ms") == 0 && d >= 0)
+		t->share_enter_ns = (uint64_t)(d * 1e6);
 	else if (strcmp(k, "alone") == 0 && (d == 0 || d == 1))
 		t->alone = (int)d;
 	else
@@ -117,6 +121,8 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 	t->hysteresis = 1.05;
 	t->share = 2;
 	t->share_op_us = 200;
+	t->share_hold_ns = 200 * 1000000ull;
+	t->share_enter_ns = 10 * 1000000ull;
 	t->alone = 1;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);
@@ -382,26 +388,57 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	 * took both pairs for sharing (a launch-bound client with work queued
 	 * ahead looks busy all the time). */
 	bool share = t->share == 1;
-	if (t->share == 2 && n >= 2) {
-		share = true;
-		for (uint32_t i = 0; i < n && share; i++)
-			share = dem[cl[i]].op_us >= t->share_op_us &&
-				want[i] * 10 >= p->total_sms * 9 &&
-				!(dem[cl[i]].flags & VE_DEMAND_LATENCY);
-	}
-	if (share) {
+	if (t->share == 2) {
+		/* The test flips within a step (an optimizer phase of short
+		 * kernels lowers op_us, a host gap decays want), and every flip
+		 * is a drain of both clients: the dense pair on the H200 moved
+		 * between shared and split grants ~2,500 times per process start,
+		 * p50 2.2 ms each. So sharing ends only after the test has said
+		 * 'split' for share_hold_ms, and starts after it has said 'share'
+		 * for share_enter_ms (shorter: starting to share drains nothing,
+		 * the shared entry contains both split ones; ending it waits for
+		 * both clients' work there). A latency-class client ends sharing
+		 * at once. With fewer than two active clients there is nothing to
+		 * decide: the state stays. */
+		bool latency = false, test = n >= 2;
 		for (uint32_t i = 0; i < n; i++) {
-			plan->entry[cl[i]] = p->root;
+			latency |= (dem[cl[i]].flags & VE_DEMAND_LATENCY) != 0;
+			test = test && dem[cl[i]].op_us >= t->share_op_us &&
+			       want[i] * 10 >= p->total_sms * 9;
+		}
+		if (latency)
+			test = false;
+		if (n < 2 && !latency)
+			test = t->shared;
+		if (test == t->shared || latency) {
+			t->shared = test;
+			t->share_flip_ns = 0;
+		} else if (!t->share_flip_ns) {
+			t->share_flip_ns = VE_MAX(v->now_ns, 1ull);
+		}
+		uint64_t hold = t->shared ? t->share_hold_ns : t->share_enter_ns;
+		if (t->share_flip_ns && v->now_ns >= t->share_flip_ns &&
+		    v->now_ns - t->share_flip_ns >= hold) {
+			t->shared = test;
+			t->share_flip_ns = 0;
+		}
+		share = t->shared && n >= 1;
+	}
+	/* Widest entry inside avail (the whole GPU unless tpot holds a
+	 * reservation out of it). */
+	uint16_t widest = VE_POOL_NONE;
+	for (uint32_t e = 0; e < p->nentries; e++)
+		if (!(p->e[e].leaves & ~avail) &&
+		    (widest == VE_POOL_NONE || p->e[e].sms > p->e[widest].sms))
+			widest = (uint16_t)e;
+	if (share && widest != VE_POOL_NONE) {
+		for (uint32_t i = 0; i < n; i++) {
+			plan->entry[cl[i]] = widest;
 			plan->share[cl[i]] = 1;
 		}
 		return 0;
 	}
 	if (alone && n == 1) {
-		uint16_t widest = VE_POOL_NONE;
-		for (uint32_t e = 0; e < p->nentries; e++)
-			if (!(p->e[e].leaves & ~avail) &&
-			    (widest == VE_POOL_NONE || p->e[e].sms > p->e[widest].sms))
-				widest = (uint16_t)e;
 		if (widest != VE_POOL_NONE && p->e[widest].sms >= min[0]) {
 			plan->entry[cl[0]] = widest;
 			plan->share[cl[0]] = 0;

@@ -38,6 +38,10 @@ struct tput {
 			    * 2 (auto): so when every active client runs long kernels
 			    * and wants all of it; 0: never */
 	uint32_t share_op_us; /* auto: 'long kernels': mean run time at least this */
+	uint64_t share_hold_ns;	 /* auto: the test must say 'split' this long to stop sharing */
+	uint64_t share_enter_ns; /* auto: ... and 'share' this long to start */
+	bool shared;		/* auto: sharing now */
+	uint64_t share_flip_ns; /* auto: since when the test disagrees with 'shared' (0: it agrees) */
 	int alone;	      /* 1: a client alone keeps the widest entry, busy or idle */
 };
 

@@ -366,6 +366,78 @@ VE_TEST(tpot_grant_standing_reservation_held_or_yielded_while_idle)
 	ve_coord_destroy(c);
 }
 
+/* Auto sharing (tput share=2) switches only after its test has said
+ * otherwise for share_hold_ms: two dense jobs whose optimizer phases dip
+ * under share_op_us for a moment stay shared (on the H200 the pair flipped
+ * between shared and split grants ~2,500 times per process start, each a
+ * drain). A sustained change switches; a latency-class client ends
+ * sharing at once. */
+VE_TEST(tput_grant_share_decision_holds_through_short_dips)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	struct ve_policy_view vv = *ve_coord_view(c);
+	const struct ve_pool *p = vv.pool;
+	const struct ve_policy_ops *ops = ve_policy_builtin("tput");
+	void *priv = NULL;
+	VE_CHECK_EQ(ops->init("share_hold_ms=50", &vv, &priv), 0);
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
+	struct ve_grant_plan plan;
+	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
+		plan.entry[k] = VE_POOL_NONE, plan.share[k] = 0;
+	const uint64_t ms = 1000000;
+	uint64_t t = 1000 * ms;
+	/* Two clients of long kernels that fill the GPU. */
+	for (int k = 0; k < 2; k++)
+		dem[k] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						   .active_ns = t, .entry = VE_POOL_NONE,
+						   .op_us = 3000};
+#define ROUND(at)                                                                  \
+	do {                                                                       \
+		vv.now_ns = (at);                                                  \
+		for (int k_ = 0; k_ < 2; k_++)                                     \
+			dem[k_].active_ns = (at), dem[k_].entry = plan.entry[k_];  \
+		VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);                 \
+	} while (0)
+	ROUND(t);
+	VE_CHECK_EQ(plan.share[0], 0); /* not yet: the test must hold first */
+	ROUND(t + 60 * ms);
+	VE_CHECK_EQ(plan.entry[0], p->root);
+	VE_CHECK_EQ(plan.entry[1], p->root);
+	VE_CHECK(plan.share[0] && plan.share[1]);
+	/* An optimizer phase: short kernels for 20 ms. Still shared. */
+	dem[1].op_us = 40;
+	ROUND(t + 70 * ms);
+	ROUND(t + 90 * ms);
+	VE_CHECK(plan.share[0] && plan.share[1]);
+	dem[1].op_us = 3000;
+	ROUND(t + 95 * ms);
+	VE_CHECK(plan.share[0] && plan.share[1]);
+	/* Sustained short kernels (a launch-bound phase): split after the hold. */
+	dem[1].op_us = 40;
+	dem[1].want_sms = 16;
+	ROUND(t + 100 * ms);
+	VE_CHECK(plan.share[1]);
+	ROUND(t + 160 * ms);
+	VE_CHECK_EQ(plan.share[0], 0);
+	VE_CHECK_EQ(plan.share[1], 0);
+	VE_CHECK_EQ(p->e[plan.entry[0]].leaves & p->e[plan.entry[1]].leaves, 0);
+	/* Back to long kernels for the hold: shared again. */
+	dem[1].op_us = 3000;
+	dem[1].want_sms = 132;
+	ROUND(t + 200 * ms);
+	ROUND(t + 260 * ms);
+	VE_CHECK(plan.share[0] && plan.share[1]);
+	/* A latency-class client: split at once. */
+	dem[1].flags = VE_DEMAND_LATENCY;
+	ROUND(t + 261 * ms);
+	VE_CHECK_EQ(plan.share[0], 0);
+	VE_CHECK_EQ(plan.share[1], 0);
+#undef ROUND
+	ops->fini(priv);
+	ve_coord_destroy(c);
+}
+
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
 {
 	struct ve_coord *c = mk_coord("tput", false, false);
