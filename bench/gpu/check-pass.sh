@@ -97,7 +97,8 @@ fi
 if has serve; then
 	note "serving beside dense training: $MODES"
 	timeout ${SERVE_TIMEOUT:-330} python3 bench/gpu/mixed --runs ${SERVE_RUNS:-1} --duration ${SERVE_S:-6} \
-		--modes "$MODES" --split-sweep 50/50 --tpot-args reserve=16 --budget-s 320 --stop-after-s 300 \
+		--modes "$MODES" --split-sweep 50/50 --tpot-args ${TPOT_ARGS:-reserve=16,standing=0 reserve=16,standing=0,batch_min=116} \
+		--best-by train_within_10pct --budget-s 320 --stop-after-s 300 \
 		--outdir "$W/mixed" --out "$OUTDIR/mixed-pass.json" --no-plot >"$W/mixed.txt" 2>&1
 	tail -12 "$W/mixed.txt"
 	grep -h "grants:" "$W"/mixed/logs/*ved.log 2>/dev/null

@@ -32,7 +32,7 @@ bench/gpu/coloc --pairs a --modes timeslice,mps --windows 1 --window-s 1 --lead-
 tail -3 "$T/partial.txt"
 [ "$rc" = 4 ] && grep -q '"stopped": "stopped before round' "$T/partial.json" || { echo "FAIL: rc $rc"; exit 1; }
 echo "== mixed --quick, then a second call merged into it (rate and SLOs reused)"
-bench/gpu/mixed --quick --duration 2 --ve-env "$FAKE" --out "$T/mixed.json" --outdir "$T/mixed"
+bench/gpu/mixed --quick --duration 2 --best-by train_within_10pct --ve-env "$FAKE" --out "$T/mixed.json" --outdir "$T/mixed"
 bench/gpu/mixed --quick --duration 2 --modes ve_whole --merge --out "$T/mixed.json" --outdir "$T/mixed2" \
 	--ve-env "$FAKE" | tee "$T/mixed2.txt" | grep -E "reusing|plan:"
 python3 - "$T" <<'PY'
