@@ -58,10 +58,20 @@ def est_seconds(mode, gens, tokens, layers, native_ms_per_token=None):
 
 def share_seconds(mode, remaining, budget_end, gens, tokens, layers, native_ms_per_token, now=None):
     """Seconds `mode` may run: what is left of the budget, split among the
-    modes still to run in proportion to their estimated cost."""
+    modes still to run in proportion to their estimated cost. Vitamin-E
+    modes come first: the claim needs every one of their generations, so
+    each gets its whole estimate (x1.3) while the Vitamin-E modes' together
+    fit in what is left; the baselines share the rest."""
     now = time.time() if now is None else now
     left = budget_end - now - 5.0 * len(remaining)
     ests = {m: est_seconds(m, gens, tokens, layers, native_ms_per_token) for m in remaining}
+    ve = {m: 1.3 * e for m, e in ests.items() if m.startswith("ve_")}
+    base = {m: e for m, e in ests.items() if not m.startswith("ve_")}
+    if ve and sum(ve.values()) + MIN_SHARE_S * len(base) <= left:
+        if mode in ve:
+            return max(MIN_SHARE_S, ve[mode])
+        rest = left - sum(ve.values())
+        return max(MIN_SHARE_S, rest * base[mode] / sum(base.values()))
     return max(MIN_SHARE_S, left * ests[mode] / sum(ests.values()))
 
 
