@@ -406,31 +406,33 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 			test = test && dem[cl[i]].op_us >= t->share_op_us &&
 			       want[i] * 10 >= p->total_sms * 9;
 		}
-		if (latency)
-			test = false;
-		if (n < 2 && !latency)
-			test = t->shared;
-		if (test == t->shared || latency) {
-			t->shared = test;
+		if (latency) {
+			t->shared = false;
 			t->share_flip_ns = 0;
-		} else if (!t->share_flip_ns) {
-			t->share_flip_ns = VE_MAX(v->now_ns, 1ull);
+		} else {
+			if (n < 2)
+				test = t->shared;
+			if (test == t->shared)
+				t->share_flip_ns = 0;
+			else if (!t->share_flip_ns)
+				t->share_flip_ns = VE_MAX(v->now_ns, 1ull);
+			uint64_t hold = t->shared ? t->share_hold_ns : t->share_enter_ns;
+			if (t->share_flip_ns && v->now_ns >= t->share_flip_ns &&
+			    v->now_ns - t->share_flip_ns >= hold) {
+				t->shared = test;
+				t->share_flip_ns = 0;
+			}
 		}
-		uint64_t hold = t->shared ? t->share_hold_ns : t->share_enter_ns;
-		if (t->share_flip_ns && v->now_ns >= t->share_flip_ns &&
-		    v->now_ns - t->share_flip_ns >= hold) {
-			t->shared = test;
-			t->share_flip_ns = 0;
-		}
-		share = t->shared && n >= 1;
+		share = t->shared;
 	}
 	/* Widest entry inside avail (the whole GPU unless tpot holds a
-	 * reservation out of it). */
+	 * reservation out of it): the shared grant, or a lone client's. */
 	uint16_t widest = VE_POOL_NONE;
-	for (uint32_t e = 0; e < p->nentries; e++)
-		if (!(p->e[e].leaves & ~avail) &&
-		    (widest == VE_POOL_NONE || p->e[e].sms > p->e[widest].sms))
-			widest = (uint16_t)e;
+	if (share || (alone && n == 1))
+		for (uint32_t e = 0; e < p->nentries; e++)
+			if (!(p->e[e].leaves & ~avail) &&
+			    (widest == VE_POOL_NONE || p->e[e].sms > p->e[widest].sms))
+				widest = (uint16_t)e;
 	if (share && widest != VE_POOL_NONE) {
 		for (uint32_t i = 0; i < n; i++) {
 			plan->entry[cl[i]] = widest;

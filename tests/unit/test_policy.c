@@ -226,14 +226,20 @@ static void grant_from(const char *args, const struct ve_policy_view *v,
 	ops->fini(priv);
 }
 
-/* From no targets at all. */
-static void grant_round(const char *args, const struct ve_policy_view *v,
-			const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+/* No targets: every client ungranted, nothing shared. */
+static void plan_clear(struct ve_grant_plan *plan)
 {
 	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++) {
 		plan->entry[k] = VE_POOL_NONE;
 		plan->share[k] = 0;
 	}
+}
+
+/* From no targets at all. */
+static void grant_round(const char *args, const struct ve_policy_view *v,
+			const struct ve_client_demand *dem, struct ve_grant_plan *plan)
+{
+	plan_clear(plan);
 	grant_from(args, v, dem, plan);
 }
 
@@ -256,8 +262,7 @@ VE_TEST(tput_grant_targets_hold_while_their_sms_drain)
 	dem[1] = (struct ve_client_demand){.ready = 1, .want_sms = 132, .active_ns = 1,
 					   .entry = VE_POOL_NONE,
 					   .flags = VE_DEMAND_LATENCY | VE_DEMAND_WAITING};
-	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
-		plan.entry[k] = VE_POOL_NONE, plan.share[k] = 0;
+	plan_clear(&plan);
 	plan.entry[0] = p->root;
 	grant_from("", v, dem, &plan);
 	uint16_t t0 = plan.entry[0], t1 = plan.entry[1];
@@ -336,8 +341,7 @@ VE_TEST(tpot_grant_standing_reservation_held_or_yielded_while_idle)
 						   .flags = VE_DEMAND_WAITING};
 		dem[1] = (struct ve_client_demand){.want_sms = 132, .entry = VE_POOL_NONE,
 						   .flags = VE_DEMAND_LATENCY};
-		for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
-			plan.entry[k] = VE_POOL_NONE, plan.share[k] = 0;
+		plan_clear(&plan);
 		VE_CHECK_EQ(ops->grant(priv, v, dem, &plan), 0);
 		VE_CHECK(plan.entry[0] != VE_POOL_NONE);
 		if (a == 0) {
@@ -383,8 +387,7 @@ VE_TEST(tput_grant_share_decision_holds_through_short_dips)
 	VE_CHECK_EQ(ops->init("share_hold_ms=50", &vv, &priv), 0);
 	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
 	struct ve_grant_plan plan;
-	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
-		plan.entry[k] = VE_POOL_NONE, plan.share[k] = 0;
+	plan_clear(&plan);
 	const uint64_t ms = 1000000;
 	uint64_t t = 1000 * ms;
 	/* Two clients of long kernels that fill the GPU. */
