@@ -12,6 +12,9 @@
 #                                               (default det,host,serve)
 # graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decode: greedy
 # decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
+# Knobs: MODES, TPOT_ARGS, SERVE_RUNS, SERVE_S, SERVE_BUDGET, SERVE_TIMEOUT (serve);
+# GRAPHS_ARGS (extra arguments of bench/gpu/graphs/run), GRAPHS_BUDGET,
+# GRAPHS_TIMEOUT; DECODE_BUDGET, DECODE_TIMEOUT.
 set -u
 OUTDIR=${1:-${OUT:-/tmp/ve-check}}
 PARTS=${2:-det,host,serve}
@@ -38,7 +41,13 @@ nvidia-smi -q >"$W/nvidia-smi-q.txt" 2>&1
 
 note "build"
 make -j"$(nproc)" >"$W/build.log" 2>&1 || { tail -20 "$W/build.log"; exit 1; }
-bash bench/gpu/run_gpu.sh build "$W/det" >"$W/det-build.txt" 2>&1 || { tail -20 "$W/det-build.txt"; exit 1; }
+if has det; then
+	bash bench/gpu/run_gpu.sh build "$W/det" >"$W/det-build.txt" 2>&1 || { tail -20 "$W/det-build.txt"; exit 1; }
+fi
+if has graphs || has suite; then
+	[ -x build/gpu/gpu_graph ] || JOBS=$(nproc) bash tests/gpu/build.sh build/gpu >"$W/gpu-build.txt" 2>&1 ||
+		{ tail -20 "$W/gpu-build.txt"; exit 1; }
+fi
 
 if has det; then
 	note "determinism: CUDA C suite (native, tput, chaos)"
@@ -98,7 +107,7 @@ if has serve; then
 	note "serving beside dense training: $MODES"
 	timeout ${SERVE_TIMEOUT:-330} python3 bench/gpu/mixed --runs ${SERVE_RUNS:-1} --duration ${SERVE_S:-6} \
 		--modes "$MODES" --split-sweep 50/50 --tpot-args ${TPOT_ARGS:-reserve=16,standing=0 reserve=16,standing=0,batch_min=116} \
-		--best-by train_within_10pct --budget-s 320 --stop-after-s 300 \
+		--best-by train_within_10pct --budget-s ${SERVE_BUDGET:-320} --stop-after-s $(( ${SERVE_BUDGET:-320} - 20 )) \
 		--outdir "$W/mixed" --out "$OUTDIR/mixed-pass.json" --no-plot >"$W/mixed.txt" 2>&1
 	tail -12 "$W/mixed.txt"
 	grep -h "grants:" "$W"/mixed/logs/*ved.log 2>/dev/null
@@ -108,7 +117,7 @@ fi
 if has graphs; then
 	note "CUDA graphs: programs, PyTorch workloads, decode replay alone and paired"
 	timeout ${GRAPHS_TIMEOUT:-380} python3 bench/gpu/graphs/run --budget-s ${GRAPHS_BUDGET:-340} \
-		--out "$W/graphs" --json "$OUTDIR/graphs.json" >"$W/graphs.txt" 2>&1
+		--out "$W/graphs" --json "$OUTDIR/graphs.json" ${GRAPHS_ARGS:-} >"$W/graphs.txt" 2>&1
 	tail -12 "$W/graphs.txt"
 	gpu_state after-graphs
 fi

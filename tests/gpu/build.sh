@@ -41,6 +41,7 @@ extra_flags() {
 	gpu_cublas) echo "-lcublas -Xlinker -rpath=$cudadir/lib64" ;;
 	gpu_graph_device) echo "-rdc=true -lcudadevrt" ;;
 	gpu_graph_smid) echo "-rdc=true -lcudadevrt -L$cudadir/lib64/stubs -lcuda" ;;
+	gpu_graph_ctx) echo "-L$cudadir/lib64/stubs -lcuda" ;;
 	*) echo "" ;;
 	esac
 }

@@ -28,7 +28,11 @@ def capture(model, x, acc, pool=None):
             model(x)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, pool=pool):
+    # Each graph on its own capture stream: PyTorch keys its cuBLAS workspace
+    # by stream, and graphs captured on the shared default capture stream
+    # share one workspace; replayed concurrently they race on it (natively
+    # the concurrent replay below then hangs).
+    with torch.cuda.graph(g, pool=pool, stream=torch.cuda.Stream()):
         y = model(x)
         acc.mul_(0.5).add_(y.sum(0))
     return g, y
