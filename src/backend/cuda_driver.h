@@ -148,6 +148,9 @@
 	X(cuGraphKernelNodeGetParams)                                                              \
 	X(cuGraphKernelNodeGetAttribute)                                                           \
 	X(cuGraphChildGraphNodeGetGraph)                                                           \
+	X(cuGraphKernelNodeSetParams)                                                              \
+	X(cuGraphClone)                                                                            \
+	X(cuGraphDestroy)                                                                          \
 	X(cuStreamBatchMemOp)                                                                      \
 	X(cuMemcpyAtoHAsync)                                                                       \
 	X(cuMemcpyHtoAAsync)                                                                       \

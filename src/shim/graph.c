@@ -19,8 +19,12 @@
  * anywhere (VE_G_UNKNOWN: sized as if it filled the GPU).
  *
  * Placement (VE_GRAPHS=auto|pool|whole|stream|barrier, default auto):
- *   pool    the lane of the bound entry: its kernel nodes run on its SMs.
- *   whole   the same, with min_sms = the whole GPU.
+ *   pool    the lane of the bound entry. Its kernel nodes run on the entry's
+ *           SMs when the graph has per-context copies (graph_copies.c: every
+ *           kernel node has a CUkernel; no conditional, memory or device-
+ *           launch nodes); otherwise, as the driver runs a graph in the
+ *           context its nodes were made in, on every SM.
+ *   whole   the same (copies included), with min_sms = the whole GPU.
  *   stream  bound to the whole-GPU entry, launched on a stream of the
  *           application's (primary) context joined to that entry's lane
  *           with events: runs as natively, no confinement, no host wait.
@@ -59,6 +63,8 @@ struct gslot {
 	struct ve_gshape shape;
 	uint64_t salt;
 	ve_tok last; /* last launch or upload (VE_TOK_NONE: none pending) */
+	struct ve_gcopies *copies; /* per-context copies, NULL if none */
+	unsigned long long iflags; /* instantiation flags */
 };
 
 static struct gslot gmap[GMAP_CAP];
@@ -70,6 +76,7 @@ static _Atomic int devlaunch_seen; /* a device-launchable exec was instantiated 
 /* Real destroys waiting for the last launch of their exec. */
 struct gdeferred {
 	CUgraphExec x;
+	struct ve_gcopies *copies;
 	ve_tok tok;
 };
 static struct gdeferred gdef[256];
@@ -124,6 +131,8 @@ static void kernel_node(CUgraphNode n, struct ve_gshape *sh)
 	uint64_t blocks = (uint64_t)p.gridDimX * p.gridDimY * p.gridDimZ;
 	uint32_t threads = p.blockDimX * p.blockDimY * p.blockDimZ;
 	sh->nkernels++;
+	if (!p.kern)
+		sh->flags |= VE_G_NOKERN;
 	if (blocks > sh->blocks) {
 		sh->blocks = blocks;
 		sh->threads = threads;
@@ -233,12 +242,25 @@ void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape 
 
 /* ------------------------------------------------------------------ map */
 
-void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh)
+/* Graphs whose kernels can be moved to a pool entry's context. */
+static bool copyable(const struct ve_gshape *sh)
+{
+	const uint32_t never = VE_G_UNKNOWN | VE_G_COND | VE_G_DEVLAUNCH | VE_G_MEMNODE | VE_G_NOKERN;
+	return sh->nkernels && !(sh->flags & never) &&
+	       (ve__shim.cfg.graphs == VE_GRAPHS_AUTO || ve__shim.cfg.graphs == VE_GRAPHS_POOL ||
+		ve__shim.cfg.graphs == VE_GRAPHS_WHOLE);
+}
+
+void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh, CUgraph g,
+		   unsigned long long inst_flags)
 {
 	if (!x || !ve__shim_is_active())
 		return;
 	if (sh->flags & VE_G_DEVLAUNCH)
 		atomic_store_explicit(&devlaunch_seen, 1, memory_order_relaxed);
+	/* Made here, on the app's thread: the app may change or destroy g as
+	 * soon as this call returns. */
+	struct ve_gcopies *copies = copyable(sh) ? ve__gcopies_create(g, inst_flags) : NULL;
 	pthread_mutex_lock(&gmap_lock);
 	struct gslot *s = gfind((uintptr_t)x, true);
 	if (s) {
@@ -246,8 +268,36 @@ void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh)
 		s->shape = *sh;
 		s->salt = atomic_fetch_add(&next_salt, 1);
 		s->last = VE_TOK_NONE;
+		s->copies = copies;
+		s->iflags = inst_flags;
+		copies = NULL;
 	}
 	pthread_mutex_unlock(&gmap_lock);
+	ve__gcopies_destroy(copies); /* no slot: the exec is never launched through the pool */
+}
+
+void ve__gexec_recopy(CUgraphExec x, CUgraph g, const struct ve_gshape *sh)
+{
+	if (!ve__shim_is_active())
+		return;
+	pthread_mutex_lock(&gmap_lock);
+	struct gslot *s = gfind((uintptr_t)x, false);
+	unsigned long long fl = s ? s->iflags : 0;
+	pthread_mutex_unlock(&gmap_lock);
+	if (!s)
+		return;
+	struct ve_gcopies *fresh = copyable(sh) ? ve__gcopies_create(g, fl) : NULL, *old = NULL;
+	pthread_mutex_lock(&gmap_lock);
+	s = gfind((uintptr_t)x, false);
+	if (s) {
+		old = s->copies;
+		s->copies = fresh;
+		fresh = NULL;
+	}
+	pthread_mutex_unlock(&gmap_lock);
+	/* The caller quiesced x first: no launch uses the old copies. */
+	ve__gcopies_destroy(old);
+	ve__gcopies_destroy(fresh);
 }
 
 void ve__gexec_reshape(CUgraphExec x, const struct ve_gshape *sh, bool replace)
@@ -281,6 +331,13 @@ void ve__gexec_quiesce(CUgraphExec x)
 	pthread_mutex_unlock(&gmap_lock);
 	if (t != VE_TOK_NONE)
 		ve_vctx_tok_wait(ve__shim.v, t);
+	/* Launches made before the change keep their copies (they ran above);
+	 * later ones use the changed exec (cuGraphExecUpdate makes new copies). */
+	pthread_mutex_lock(&gmap_lock);
+	s = gfind((uintptr_t)x, false);
+	if (s)
+		ve__gcopies_off(s->copies);
+	pthread_mutex_unlock(&gmap_lock);
 }
 
 void ve__gexec_quiesce_all(void)
@@ -314,9 +371,10 @@ static void sweep_deferred_locked(void)
 {
 	uint32_t keep = 0;
 	for (uint32_t i = 0; i < ngdef; i++) {
-		if (ve_vctx_tok_done(ve__shim.v, gdef[i].tok))
+		if (ve_vctx_tok_done(ve__shim.v, gdef[i].tok)) {
 			ve__real.cuGraphExecDestroy(gdef[i].x);
-		else
+			ve__gcopies_destroy(gdef[i].copies);
+		} else
 			gdef[keep++] = gdef[i];
 	}
 	ngdef = keep;
@@ -331,22 +389,27 @@ CUresult ve__gexec_destroy(CUgraphExec x)
 	sweep_deferred_locked();
 	struct gslot *s = gfind((uintptr_t)x, false);
 	ve_tok t = VE_TOK_NONE;
+	struct ve_gcopies *copies = NULL;
 	if (s) {
 		t = s->last;
+		copies = s->copies;
+		s->copies = NULL;
 		s->key = KEY_TOMB;
 		gmap_n--;
 	}
 	if (t != VE_TOK_NONE && !ve_vctx_tok_done(ve__shim.v, t) &&
 	    ngdef < VE_ARRAY_SIZE(gdef)) {
 		/* "cuGraphExecDestroy: ... may be destroyed while it is executing";
-		 * a launch the driver has not seen yet must still find it. */
-		gdef[ngdef++] = (struct gdeferred){x, t};
+		 * a launch the driver has not seen yet must still find it (and
+		 * its copies). */
+		gdef[ngdef++] = (struct gdeferred){x, copies, t};
 		pthread_mutex_unlock(&gmap_lock);
 		return CUDA_SUCCESS;
 	}
 	pthread_mutex_unlock(&gmap_lock);
 	if (t != VE_TOK_NONE)
 		ve_vctx_tok_wait(ve__shim.v, t);
+	ve__gcopies_destroy(copies);
 	return ve__real.cuGraphExecDestroy(x);
 }
 
@@ -396,6 +459,7 @@ found:
 
 struct glaunch {
 	CUgraphExec x;
+	struct ve_gcopies *copies; /* lives until x's last launch completed */
 	uint32_t placement;
 	uint32_t upload;
 };
@@ -408,6 +472,12 @@ static int call_graph(uint64_t lane_stream, const void *payload, uint32_t len)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(&g, payload, sizeof(g));
 	CUstream lane = (CUstream)(uintptr_t)lane_stream;
+	if ((g.placement == VE_GP_POOL || g.placement == VE_GP_WHOLE) && g.copies) {
+		/* The copy whose kernels run in the lane's (green) context. */
+		CUgraphExec c = ve__gcopies_exec(g.copies, lane, ve__shim.ctx);
+		if (c)
+			g.x = c;
+	}
 	if (g.upload)
 		return (int)ve__real.cuGraphUpload(g.x, lane);
 	if (g.placement != VE_GP_STREAM)
@@ -482,6 +552,7 @@ int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool
 	}
 	const struct ve_gshape *sh = &s->shape;
 	g.placement = ve__graph_placement(sh);
+	g.copies = s->copies;
 	if (g.placement == VE_GP_BARRIER && !upload) {
 		pthread_mutex_unlock(&gmap_lock);
 		*barrier = true;

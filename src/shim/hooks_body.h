@@ -382,7 +382,7 @@ static CUresult instantiated(CUresult r, CUgraphExec *ph, CUgraph g, unsigned lo
 	if (r == CUDA_SUCCESS && ph && *ph && ve__shim_active()) {
 		struct ve_gshape sh;
 		ve__graph_shape(g, flags, &sh);
-		ve__gexec_put(*ph, &sh);
+		ve__gexec_put(*ph, &sh, g, flags);
 	}
 	return r;
 }
@@ -414,6 +414,7 @@ CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResultI
 		struct ve_gshape sh;
 		ve__graph_shape(g, 0, &sh);
 		ve__gexec_reshape(exec, &sh, true);
+		ve__gexec_recopy(exec, g, &sh);
 	}
 	return r;
 }

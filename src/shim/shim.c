@@ -393,6 +393,12 @@ static void shim_atexit(void)
 		(unsigned long long)rs.dispatch.copies, (unsigned long long)rs.dispatch.host_fns,
 		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6,
 		(unsigned long long)rs.dispatch.submit_failures);
+	uint64_t gcopies, gfailed;
+	ve__gcopies_stats(&gcopies, &gfailed);
+	if (gcopies || gfailed)
+		VE_INFO("exit: %llu graph copies made for pool entries (their kernels on the "
+			"entry's SMs), %llu could not be made (those graphs ran on every SM)",
+			(unsigned long long)gcopies, (unsigned long long)gfailed);
 	uint64_t wc = atomic_load(&S->wide_cluster), wo = atomic_load(&S->wide_coop),
 		 fc = atomic_load(&S->fit_cluster);
 	if (fc)

@@ -162,7 +162,8 @@ CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc);
 /* Notices printed once per kind. */
 void ve__notice_once(int which, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum { VE_NOTE_OTHER_CTX = 0, VE_NOTE_UNKNOWN_STREAM, VE_NOTE_CAPTURE, VE_NOTE_GRAPH,
-       VE_NOTE_BATCH, VE_NOTE_ARRAY, VE_NOTE_DEVICE, VE_NOTE_DISABLED, VE_NOTE_MAX };
+       VE_NOTE_BATCH, VE_NOTE_ARRAY, VE_NOTE_DEVICE, VE_NOTE_DISABLED, VE_NOTE_GRAPH_COPY,
+       VE_NOTE_MAX };
 
 /* Hook tables built by hooks.c (legacy) and hooks_ptsz.c (per-thread). */
 struct ve_hook {
@@ -192,6 +193,7 @@ struct ve_gshape {
 #define VE_G_COOP      (1u << 3)
 #define VE_G_CLUSTER   (1u << 4)
 #define VE_G_MEMNODE   (1u << 5) /* memory alloc/free nodes */
+#define VE_G_NOKERN    (1u << 8) /* a kernel node without a CUkernel (a module's function) */
 #define VE_G_HOSTNODE  (1u << 6)
 #define VE_G_EVENTNODE (1u << 7) /* event record/wait nodes */
 /* Placement of one launch. */
@@ -200,11 +202,15 @@ enum { VE_GP_POOL = 0, VE_GP_WHOLE, VE_GP_STREAM, VE_GP_BARRIER };
 extern _Thread_local uint64_t ve__deadline_ns;
 void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape *sh);
 uint32_t ve__graph_placement(const struct ve_gshape *sh);
-/* A new exec (instantiation). */
-void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh);
+/* A new exec (instantiation) of g with inst_flags. */
+void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh, CUgraph g,
+		   unsigned long long inst_flags);
 /* After cuGraphExecUpdate (replace) or a node's new parameters (widen). */
 void ve__gexec_reshape(CUgraphExec x, const struct ve_gshape *sh, bool replace);
-/* Waits until every launch of x made so far completed (before changing x). */
+/* After cuGraphExecUpdate(x, g) (x quiesced): copies of g from now on. */
+void ve__gexec_recopy(CUgraphExec x, CUgraph g, const struct ve_gshape *sh);
+/* Before changing x: waits until every launch of x made so far completed,
+ * and stops using x's per-context copies (they would not see the change). */
 void ve__gexec_quiesce(CUgraphExec x);
 void ve__gexec_quiesce_all(void);
 /* Some graph launch or upload is still pending in the vctx (lock-free guess). */
@@ -214,6 +220,22 @@ CUresult ve__gexec_destroy(CUgraphExec x);
 /* Records a launch (or upload) of x on t's logical stream, after x's
  * previous one. *barrier: the caller must use the ordered pass-through. */
 int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool *barrier);
+
+/* Per-context copies of a graph (graph_copies.c): a graph launched on a
+ * pool entry's lane runs on its SMs only as a copy whose kernel nodes name
+ * the entry's context. */
+struct ve_gcopies;
+bool ve__gcopies_supported(void);
+/* A private clone of g; NULL when the driver lacks an entry point or fails. */
+struct ve_gcopies *ve__gcopies_create(CUgraph g, unsigned long long inst_flags);
+/* The copy for lane's context, made on first use; NULL: use the app's exec
+ * (the lane is in the app's context, the copies are off, or a copy failed).
+ * Dispatcher thread only. */
+CUgraphExec ve__gcopies_exec(struct ve_gcopies *c, CUstream lane, CUcontext app_ctx);
+void ve__gcopies_off(struct ve_gcopies *c);
+void ve__gcopies_destroy(struct ve_gcopies *c);
+/* Copies made and copies that failed, since start. */
+void ve__gcopies_stats(uint64_t *copies, uint64_t *failed);
 
 /* VE_WATCHDOG_MS (watchdog.c): started once the shim is active. */
 void ve__watchdog_start(void);

@@ -830,7 +830,9 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 	return CUDA_SUCCESS;
 }
 
-/* The geometry as launched; func and kern are not kept (NULL). */
+/* The geometry as launched, the function as launched, its CUkernel (NULL
+ * for a module's function) and the node's context (measured: a captured
+ * runtime launch's node holds func, kern and the capturing context). */
 CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p)
 {
 	FC_ENTER();
@@ -846,6 +848,49 @@ CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NO
 	p->blockDimZ = c->u.k.block[2];
 	p->sharedMemBytes = c->u.k.smem;
 	p->kernelParams = c->u.k.pptrs;
+	p->func = c->u.k.fn;
+	p->kern = c->u.k.kern;
+	p->ctx = (CUcontext)c->u.k.nctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	FC_ENTER();
+	struct fc_cmd *c = node_cmd(hNode);
+	if (!c || !p || c->kind != FC_CMD_KERNEL)
+		return CUDA_ERROR_INVALID_VALUE;
+	return fakecuda__kernel_node_set(c, p);
+}
+
+/* Child graphs of a clone are graphs the app may read (GetGraph). */
+static void register_children(struct fc_graph *g)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		if (g->nodes[i].kind == FC_CMD_CHILD) {
+			fakecuda__registry_add(g->nodes[i].u.child.g, FC_T_GRAPH);
+			register_children(g->nodes[i].u.child.g);
+		} else if (g->nodes[i].kind == FC_CMD_COND) {
+			for (unsigned k = 0; k < g->nodes[i].u.cond.n; k++) {
+				fakecuda__registry_add(g->nodes[i].u.cond.body[k], FC_T_GRAPH);
+				register_children(g->nodes[i].u.cond.body[k]);
+			}
+		}
+	}
+}
+
+CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+	FC_ENTER();
+	if (!phGraphClone || !fakecuda__registry_is(originalGraph, FC_T_GRAPH))
+		return CUDA_ERROR_INVALID_VALUE;
+	struct fc_graph *g = fakecuda__graph_clone((struct fc_graph *)originalGraph);
+	if (!g)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g->owned_by_node = 0;
+	fakecuda__registry_add(g, FC_T_GRAPH);
+	register_children(g);
+	*phGraphClone = (CUgraph)g;
 	return CUDA_SUCCESS;
 }
 

@@ -167,6 +167,15 @@ struct fc_cmd {
 	union {
 		struct {
 			struct fc_kentry *k;
+			/* As a graph node holds them (cuGraphKernelNodeGetParams):
+			 * the function as launched, its CUkernel if it has one, and
+			 * the context the node runs in. Measured on driver 580: a
+			 * graph's kernel node runs on the SMs of the context it was
+			 * made in (the capturing stream's, or the ctx given with a
+			 * kern), whatever stream the graph is launched into. */
+			CUfunction fn;
+			CUkernel kern;
+			struct fc_ctx *nctx;
 			unsigned grid[3], block[3], smem;
 			int coop;
 			unsigned cluster[3];
@@ -356,6 +365,7 @@ FC_HIDDEN void fakecuda__registry_del(const void *h);
 FC_HIDDEN int fakecuda__registry_is(const void *h, int type);
 FC_HIDDEN size_t fakecuda__registry_take(int type, void ***out);
 FC_HIDDEN struct fc_ctx *fakecuda__ctx_current(void);
+FC_HIDDEN CUresult fakecuda__kernel_node_set(struct fc_cmd *c, const CUDA_KERNEL_NODE_PARAMS *p);
 FC_HIDDEN CUresult fakecuda__ctx_get(struct fc_ctx **out);
 FC_HIDDEN struct fc_ctx *fakecuda__ctx_new(struct fc_device *dev, unsigned flags, int primary);
 FC_HIDDEN void fakecuda__ctx_free(struct fc_ctx *c);

@@ -189,7 +189,8 @@ size_t fakecuda_launch_log(struct fakecuda_launch_record *out, size_t max, uint6
 void fakecuda__kernel_run(struct fc_stream *s, struct fc_cmd *cmd, int from_graph, int *fault)
 {
 	pthread_once(&iota_once, iota_init);
-	struct fc_ctx *c = s->ctx;
+	/* A graph's kernel node runs in its own context (fc_internal.h). */
+	struct fc_ctx *c = from_graph && cmd->u.k.nctx ? cmd->u.k.nctx : s->ctx;
 	struct fc_green *g = c->green;
 	const struct fc_kentry *k = cmd->u.k.k;
 	struct fakecuda_exec e = {
@@ -803,6 +804,9 @@ static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void 
 	struct fc_cmd cmd = {.kind = FC_CMD_KERNEL};
 	cmd.u.k.inject_fault = g_fc.fault_launch_at && nth == g_fc.fault_launch_at;
 	cmd.u.k.k = (struct fc_kentry *)k;
+	cmd.u.k.fn = fh;
+	cmd.u.k.kern = ce.f ? (CUkernel)ce.f->kern : (CUkernel)(void *)fh;
+	cmd.u.k.nctx = s->ctx;
 	memcpy(cmd.u.k.grid, L->grid, sizeof(L->grid));
 	memcpy(cmd.u.k.block, L->block, sizeof(L->block));
 	memcpy(cmd.u.k.cluster, L->cluster, sizeof(L->cluster));
@@ -832,6 +836,61 @@ static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void 
 		cmd.u.k.pptrs[i] = dst;
 	}
 	return fakecuda__submit(s, &cmd, NULL, NULL);
+}
+
+/*
+ * cuGraphKernelNodeSetParams on a kernel node: "kern: will only be referenced
+ * if func is NULL"; "ctx: ... NULL will indicate the current context should
+ * be used ... ignored if func is set" (then the node runs in the function's
+ * context: measured, a primary-context function stays there). Arguments come
+ * from kernelParams (extra is not modelled).
+ */
+CUresult fakecuda__kernel_node_set(struct fc_cmd *c, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct fc_callee ce;
+	const void *h = p->func ? (const void *)p->func : (const void *)p->kern;
+	if (!h || callee(h, &ce) || (!p->func && ce.f))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->extra)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	const struct fc_kentry *k = ce.k;
+	if (k->nparams && !p->kernelParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	struct fc_ctx *nctx;
+	if (p->func)
+		nctx = ce.f ? ce.f->ctx : fakecuda__ctx_current();
+	else
+		nctx = p->ctx ? (struct fc_ctx *)p->ctx : fakecuda__ctx_current();
+	if (!nctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	void *params = malloc(k->total ? k->total : 1);
+	void **pptrs = calloc(k->nparams ? k->nparams : 1, sizeof(void *));
+	if (!params || !pptrs) {
+		free(params);
+		free(pptrs);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	/* The new arguments may point into the node's own (as after a get). */
+	for (uint32_t i = 0; i < k->nparams; i++) {
+		memcpy((char *)params + k->offset[i], p->kernelParams[i], k->size[i]);
+		pptrs[i] = (char *)params + k->offset[i];
+	}
+	free(c->u.k.params);
+	free(c->u.k.pptrs);
+	c->u.k.params = params;
+	c->u.k.pptrs = pptrs;
+	c->u.k.k = (struct fc_kentry *)k;
+	c->u.k.fn = p->func;
+	c->u.k.kern = p->func ? (ce.f ? (CUkernel)ce.f->kern : (CUkernel)(void *)p->func) : p->kern;
+	c->u.k.nctx = nctx;
+	c->u.k.grid[0] = p->gridDimX;
+	c->u.k.grid[1] = p->gridDimY;
+	c->u.k.grid[2] = p->gridDimZ;
+	c->u.k.block[0] = p->blockDimX;
+	c->u.k.block[1] = p->blockDimY;
+	c->u.k.block[2] = p->blockDimZ;
+	c->u.k.smem = p->sharedMemBytes;
+	return CUDA_SUCCESS;
 }
 
 static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

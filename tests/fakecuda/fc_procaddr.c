@@ -230,6 +230,8 @@ static const struct proc procs[] = {
 	P(cuGraphGetNodes, 10000, cuGraphGetNodes),
 	P(cuGraphNodeGetType, 10000, cuGraphNodeGetType),
 	P(cuGraphKernelNodeGetParams, 12000, cuGraphKernelNodeGetParams_v2),
+	P(cuGraphKernelNodeSetParams, 12000, cuGraphKernelNodeSetParams_v2),
+	P(cuGraphClone, 10000, cuGraphClone),
 	P(cuGraphKernelNodeGetAttribute, 11000, cuGraphKernelNodeGetAttribute),
 	P(cuGraphChildGraphNodeGetGraph, 10000, cuGraphChildGraphNodeGetGraph),
 	P(cuGraphAddChildGraphNode, 10000, cuGraphAddChildGraphNode),

@@ -207,6 +207,35 @@ int main()
 			    (void *)p.func, (void *)p.kern, (void *)p.ctx, (void *)kern, (void *)kf,
 			    (void *)prim);
 	}
+	/* A module's function (loaded from PTX, as Triton loads its kernels):
+	 * does its captured node hold a CUkernel? Without one the node cannot
+	 * be given another context. */
+	{
+		static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+					  ".visible .entry nop_k(.param .u64 p)\n{\n\tret;\n}\n";
+		CUmodule mod;
+		CUfunction mf;
+		CUresult r = cuModuleLoadData(&mod, ptx);
+		if (!r)
+			r = cuModuleGetFunction(&mf, mod, "nop_k");
+		if (r) {
+			std::printf("GRAPH_CTX_NODE module: %s loading a PTX module\n", errname(r));
+		} else {
+			void *margs[] = {&g_smid};
+			cudaGraph_t g;
+			CK(cudaStreamBeginCapture(ps, cudaStreamCaptureModeGlobal));
+			CU(cuLaunchKernel(mf, 1, 1, 1, 32, 1, 1, 0, (CUstream)ps, margs, nullptr));
+			CK(cudaStreamEndCapture(ps, &g));
+			size_t n = 1;
+			CUgraphNode node;
+			CU(cuGraphGetNodes((CUgraph)g, &node, &n));
+			CUDA_KERNEL_NODE_PARAMS p;
+			std::memset(&p, 0, sizeof(p));
+			CU(cuGraphKernelNodeGetParams(node, &p));
+			std::printf("GRAPH_CTX_NODE module: func %p kern %p ctx %p\n", (void *)p.func,
+				    (void *)p.kern, (void *)p.ctx);
+		}
+	}
 	/* captured_kern_launch: a driver launch of the CUkernel cast to a
 	 * function (as the runtime may launch), captured, then rewritten. */
 	{

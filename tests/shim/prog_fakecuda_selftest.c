@@ -1456,7 +1456,10 @@ static void t_green(void)
 	CHECK(gq == ga);
 	CK(cuCtxPopCurrent(NULL));
 	CHECK(read_u32(nsmv) == 8);
-	/* Graph replayed on a green stream runs there. */
+	/* A graph's kernel node runs in the context it was made in, whatever
+	 * stream the graph is launched into (measured on driver 580 with
+	 * tests/gpu/gpu_graph_ctx): captured in the primary context, it runs on
+	 * every SM even when launched on B's stream. */
 	CUstream cap;
 	CK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
 	CK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
@@ -1468,8 +1471,56 @@ static void t_green(void)
 	uint64_t lb2 = fakecuda_green_launch_count(gb);
 	CK(cuGraphLaunch(x, sb));
 	CK(cuStreamSynchronize(sb));
+	CHECK(fakecuda_green_launch_count(gb) == lb2);
+	CHECK(read_u32(nsmv) == (uint32_t)nsm);
+	/* Captured on B's stream, it runs on B's SMs even from a primary stream. */
+	CUgraph gg;
+	CUgraphExec xg;
+	CK(cuStreamBeginCapture(sb, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	CK(cuLaunchKernel(f_smid, 2, 1, 1, 32, 1, 1, 0, sb, args, NULL));
+	CK(cuStreamEndCapture(sb, &gg));
+	CK(cuGraphInstantiateWithFlags(&xg, gg, 0));
+	CK(cuGraphLaunch(xg, cap));
+	CK(cuStreamSynchronize(cap));
 	CHECK(fakecuda_green_launch_count(gb) == lb2 + 1);
 	CHECK(read_u32(nsmv) == (uint32_t)nsm - 8);
+	/* A clone whose node names B's context (func NULL, kern, ctx) runs on
+	 * B's SMs; with func set, ctx is ignored ("ignored if func is set").
+	 * The node of a module's function has no CUkernel. */
+	CUDA_KERNEL_NODE_PARAMS kp;
+	CUgraphNode node;
+	size_t nn = 1;
+	CK(cuGraphGetNodes(g, &node, &nn));
+	CK(cuGraphKernelNodeGetParams(node, &kp));
+	CHECK(kp.func == f_smid && kp.kern == NULL && kp.ctx == pctx);
+	CUlibrary slib;
+	CUkernel ksmid;
+	CK(cuLibraryLoadData(&slib, "image", NULL, NULL, 0, NULL, NULL, 0));
+	CK(cuLibraryGetKernel(&ksmid, slib, "smid"));
+	CUcontext cb;
+	CK(cuCtxFromGreenCtx(&cb, gb));
+	for (int with_func = 0; with_func < 2; with_func++) {
+		CUgraph gc;
+		CUgraphExec xc;
+		CK(cuGraphClone(&gc, g));
+		CK(cuGraphGetNodes(gc, &node, &nn));
+		CK(cuGraphKernelNodeGetParams(node, &kp));
+		kp.func = with_func ? f_smid : NULL;
+		kp.kern = ksmid;
+		kp.ctx = cb;
+		CK(cuGraphKernelNodeSetParams(node, &kp));
+		CK(cuGraphInstantiateWithFlags(&xc, gc, 0));
+		uint64_t lb3 = fakecuda_green_launch_count(gb);
+		CK(cuGraphLaunch(xc, cap));
+		CK(cuStreamSynchronize(cap));
+		CHECK(fakecuda_green_launch_count(gb) == lb3 + (with_func ? 0 : 1));
+		CHECK(read_u32(nsmv) == (uint32_t)nsm - (with_func ? 0 : 8));
+		CK(cuGraphExecDestroy(xc));
+		CK(cuGraphDestroy(gc));
+	}
+	CK(cuGraphExecDestroy(xg));
+	CK(cuGraphDestroy(gg));
+	CK(cuLibraryUnload(slib));
 	/* Stream memory ops on a green stream into host-mapped memory. */
 	uint64_t *counter;
 	CUdeviceptr dcounter;

@@ -10,7 +10,7 @@
  */
 #include "prog_shim.h"
 
-static CUfunction f_dec_cond, f_set_cond, f_slow_inc;
+static CUfunction f_dec_cond, f_set_cond, f_slow_inc, f_muladd_mod;
 
 /* The body of a do-while loop: *counter -= 1, then the loop goes on while it is non-zero. */
 static int k_dec_cond(void *const *params, const struct fakecuda_exec *e)
@@ -51,6 +51,26 @@ static void setup(void)
 	CK(cuModuleGetFunction(&f_dec_cond, mod, "dec_cond"));
 	CK(cuModuleGetFunction(&f_set_cond, mod, "set_cond"));
 	CK(cuModuleGetFunction(&f_slow_inc, mod, "slow_inc"));
+	/* Kernels as libcudart (and so PyTorch) launches them: CUkernels of a
+	 * library, cast to CUfunction. A graph's kernel node then holds the
+	 * CUkernel, and the shim can run the graph on a pool entry's SMs (a
+	 * copy whose nodes name the entry's context); module_graph covers
+	 * functions of modules, which it cannot move. */
+	CK(cuModuleGetFunction(&f_muladd_mod, mod, "muladd"));
+	CUlibrary lib;
+	CUkernel k;
+	CK(cuLibraryLoadData(&lib, "image", NULL, NULL, 0, NULL, NULL, 0));
+	static const struct {
+		CUfunction *f;
+		const char *name;
+	} lk[] = {{&f_muladd, "muladd"},
+		  {&f_add, "add"},
+		  {&f_slow, "slow_set"},
+		  {&f_slow_inc, "slow_inc"}};
+	for (size_t i = 0; i < sizeof(lk) / sizeof(lk[0]); i++) {
+		CK(cuLibraryGetKernel(&k, lib, lk[i].name));
+		*lk[i].f = (CUfunction)(void *)k;
+	}
 }
 
 static void cond_kernel(CUfunction f, CUstream s, CUdeviceptr p, CUgraphConditionalHandle h)
@@ -539,12 +559,40 @@ static void t_mt_mixed(void)
 	CK(cuStreamDestroy(s));
 }
 
+/* A graph of a module's function (cuModuleGetFunction, as Triton loads its
+ * kernels): its kernel node has no CUkernel, so it cannot be given a pool
+ * entry's context and runs in the app's context, on every SM, as natively
+ * (measured on driver 580). Results are the same either way. */
+static void t_module_graph(void)
+{
+	graph_outside_ok = true;
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUdeviceptr v = dalloc(64);
+	set_u32(s, v, 1);
+	CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	void *args[] = {&v, &(uint32_t){1}, &(uint32_t){5}, &(uint32_t){1}};
+	CK(launch1(f_muladd_mod, s, args));
+	CUgraph g;
+	CK(cuStreamEndCapture(s, &g));
+	CUgraphExec x;
+	CK(cuGraphInstantiateWithFlags(&x, g, 0));
+	for (int i = 0; i < 3; i++)
+		CK(cuGraphLaunch(x, s));
+	CK(cuStreamSynchronize(s));
+	CHECKF(read_u32(v) == 156, "module graph: %u (want ((1*5+1)*5+1)*5+1 = 156)", read_u32(v));
+	CK(cuGraphExecDestroy(x));
+	CK(cuGraphDestroy(g));
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(v));
+}
+
 static const struct prog_test tests[] = {
     {"cond_while", t_cond_while},     {"cond_if", t_cond_if},
     {"child_graph", t_child_graph},   {"exec_order", t_exec_order},
     {"concurrent_replay", t_concurrent_replay}, {"exec_update", t_exec_update},
     {"event_node", t_event_node},     {"mt_capture", t_mt_capture},
-    {"mt_mixed", t_mt_mixed},
+    {"mt_mixed", t_mt_mixed},         {"module_graph", t_module_graph},
 };
 
 int main(int argc, char **argv)

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Diagnostics of CUDA graphs on one GPU, short (about 3 min): where a graph's
-# kernels run for each way of giving its nodes a green context
-# (tests/gpu/gpu_graph_ctx), a PyTorch graph workload natively with a Python
-# stack dump when it runs past DUMP_S (faulthandler on SIGABRT), and the
-# multi-threaded cuSPARSE workload natively and under ve-run.
+# Diagnostics of CUDA graphs on one GPU, short (about 2-3 min):
+#  1. tests/gpu/gpu_graph_ctx: where a graph's kernels run for each way of
+#     giving its nodes a green context, and what a captured node holds;
+#  2. tests/gpu/gpu_graph_where: the most SMs one graph replay uses against a
+#     plain launch of the same kernel, natively and under ve-run (policy
+#     fixed:leaves=4/12 keeps the process on 32 SMs; tput);
+#  3. bench/gpu/graphs/run on some graph programs and PyTorch workloads
+#     (GRAPH_PROGRAMS, GRAPH_TORCH) natively, under ve_tput and ve_chaos.
 #   bench/gpu/graphs/diag.sh OUTDIR
-# Writes OUTDIR/diag.txt (the short table) and OUTDIR/diag-logs.tgz.
+# Writes OUTDIR/diag.txt (the short table), OUTDIR/graphs-diag.json and
+# OUTDIR/diag-logs.tgz.
 set -u
 OUTDIR=${1:?usage: diag.sh OUTDIR}
 W=$(mktemp -d)
@@ -13,21 +17,30 @@ mkdir -p "$OUTDIR"
 trap '(cd "$W" && tar czf "$OUTDIR/diag-logs.tgz" --exclude="gpu_*" . ) 2>/dev/null; rm -rf "$W"' EXIT
 export CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONUNBUFFERED=1
 note() { echo "[$(date +%H:%M:%S)] $*"; }
+{
 make -j"$(nproc)" >"$W/build.log" 2>&1 || { tail -20 "$W/build.log"; exit 1; }
-[ -x build/gpu/gpu_graph_ctx ] || JOBS=$(nproc) bash tests/gpu/build.sh build/gpu >"$W/gpu-build.log" 2>&1
-note "graph node contexts"
-timeout 60 build/gpu/gpu_graph_ctx >"$W/graph_ctx.txt" 2>&1; echo "rc=$?" >>"$W/graph_ctx.txt"
-grep -E "GRAPH_CTX|FAIL|rc=" "$W/graph_ctx.txt"
-for i in 1 2; do
-	note "torch_graph_replay native, try $i"
-	t=$(date +%s.%N)
-	timeout -s ABRT ${DUMP_S:-40} python3 -X faulthandler bench/gpu/graphs/torch_graph_replay.py \
-		>"$W/replay-native-$i.out" 2>"$W/replay-native-$i.err"
-	echo "rc=$? wall=$(python3 -c "import time;print(round(time.time()-$t,1))")" | tee -a "$W/replay-native-$i.err"
-	tail -c 300 "$W/replay-native-$i.out"; grep -A12 "most recent call first" "$W/replay-native-$i.err" | head -14
+for p in gpu_graph_ctx gpu_graph_where; do
+	[ -x build/gpu/$p ] || { JOBS=$(nproc) bash tests/gpu/build.sh build/gpu >"$W/gpu-build.log" 2>&1; break; }
 done
-note "torch_sparse_threads: native, ve_tput, ve_chaos"
-timeout 200 python3 bench/gpu/graphs/run --programs '' --torch torch_sparse_threads --modes native,ve_tput,ve_chaos \
-	--skip-decode --skip-pair --skip-backend-check --budget-s 180 --out "$W/sparse" --json "$OUTDIR/sparse.json" \
-	>"$W/sparse.txt" 2>&1
-tail -5 "$W/sparse.txt"
+note "graph node contexts (natively)"
+timeout 60 build/gpu/gpu_graph_ctx >"$W/graph_ctx.txt" 2>&1; echo "rc=$?" >>"$W/graph_ctx.txt"
+grep -E "GRAPH_CTX|FAIL|SUMMARY" "$W/graph_ctx.txt"
+for m in native fixed:leaves=4/12 tput; do
+	note "graph_where: $m"
+	if [ $m = native ]; then
+		timeout 60 build/gpu/gpu_graph_where >"$W/where-native.txt" 2>&1
+	else
+		timeout 60 env VE_LOG_LEVEL=info build/ve-run --policy "$m" -- build/gpu/gpu_graph_where \
+			>"$W/where-${m%%:*}.txt" 2>&1
+	fi
+	grep -hE "WHERE|FAIL|SUMMARY|DIGEST|graph copies" "$W"/where-${m%%:*}.txt
+done
+note "graph programs and PyTorch workloads: native, ve_tput, ve_chaos"
+timeout ${GRAPHS_TIMEOUT:-200} python3 bench/gpu/graphs/run \
+	--programs "${GRAPH_PROGRAMS:-gpu_graph,gpu_graph_child,gpu_graph_update,gpu_graph_concurrent,gpu_graph_capture_to}" \
+	--torch "${GRAPH_TORCH:-torch_graph_replay}" --modes native,ve_tput,ve_chaos \
+	--skip-decode --skip-pair --skip-backend-check --budget-s ${GRAPHS_BUDGET:-170} --out "$W/graphs" \
+	--json "$OUTDIR/graphs-diag.json" >"$W/graphs.txt" 2>&1
+tail -12 "$W/graphs.txt"
+grep -h "graph copies" "$W"/graphs/logs/*.log 2>/dev/null | sort | uniq -c | head
+} 2>&1 | tee "$OUTDIR/diag.txt"
