@@ -23,7 +23,8 @@
  *           SMs when the graph has per-context copies (graph_copies.c: every
  *           kernel node has a CUkernel; no conditional, memory or device-
  *           launch nodes); otherwise, as the driver runs a graph in the
- *           context its nodes were made in, on every SM.
+ *           context its nodes were made in, on every SM. auto binds such a
+ *           graph to the whole GPU (whole, below).
  *   whole   the same (copies included), with min_sms = the whole GPU.
  *   stream  bound to the whole-GPU entry, launched on a stream of the
  *           application's (primary) context joined to that entry's lane
@@ -553,6 +554,13 @@ int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool
 	const struct ve_gshape *sh = &s->shape;
 	g.placement = ve__graph_placement(sh);
 	g.copies = s->copies;
+	/* A graph that runs on every SM whatever entry it is bound to (no
+	 * copies: module functions, memory nodes, a changed exec, a failed
+	 * copy) is bound to the whole GPU, so that the SMs the policy accounts
+	 * for are the SMs it uses. VE_GRAPHS=pool keeps it on its entry. */
+	if (g.placement == VE_GP_POOL && ve__shim.cfg.graphs == VE_GRAPHS_AUTO &&
+	    !ve__gcopies_on(s->copies))
+		g.placement = VE_GP_WHOLE;
 	if (g.placement == VE_GP_BARRIER && !upload) {
 		pthread_mutex_unlock(&gmap_lock);
 		*barrier = true;

@@ -127,6 +127,11 @@ void ve__gcopies_off(struct ve_gcopies *c)
 		atomic_store_explicit(&c->off, 1, memory_order_release);
 }
 
+bool ve__gcopies_on(const struct ve_gcopies *c)
+{
+	return c && !atomic_load_explicit(&c->off, memory_order_acquire);
+}
+
 void ve__gcopies_destroy(struct ve_gcopies *c)
 {
 	if (!c)

@@ -233,6 +233,8 @@ struct ve_gcopies *ve__gcopies_create(CUgraph g, unsigned long long inst_flags);
  * Dispatcher thread only. */
 CUgraphExec ve__gcopies_exec(struct ve_gcopies *c, CUstream lane, CUcontext app_ctx);
 void ve__gcopies_off(struct ve_gcopies *c);
+/* c exists and is not off: launches run on their entry's SMs. */
+bool ve__gcopies_on(const struct ve_gcopies *c);
 void ve__gcopies_destroy(struct ve_gcopies *c);
 /* Copies made and copies that failed, since start. */
 void ve__gcopies_stats(uint64_t *copies, uint64_t *failed);

@@ -579,6 +579,7 @@ static void t_module_graph(void)
 	CK(cuGraphInstantiateWithFlags(&x, g, 0));
 	for (int i = 0; i < 3; i++)
 		CK(cuGraphLaunch(x, s));
+	muladd(s, v, 1, 1, 0); /* a plain launch of the same kernel, on a pool entry */
 	CK(cuStreamSynchronize(s));
 	CHECKF(read_u32(v) == 156, "module graph: %u (want ((1*5+1)*5+1)*5+1 = 156)", read_u32(v));
 	CK(cuGraphExecDestroy(x));

@@ -8,7 +8,10 @@
  *     next to ve-run); a bad policy fails fast, before the program starts;
  *     no program prints the usage;
  *   - VE_TRACE writes a Chrome trace that parses as JSON, two slices per
- *     kernel launch (on its pool entry's track and on its client's).
+ *     kernel launch (on its pool entry's track and on its client's);
+ *   - where graph launches are bound (read from the trace): a graph of
+ *     CUkernels on the client's own entry (it runs there as a copy), a graph
+ *     of a module's function, which runs on every SM, on the whole GPU.
  */
 #include "../harness.h"
 #include "shim_harness.h"
@@ -146,6 +149,58 @@ static bool which(const char *prog, char *out, size_t n)
 		path = c ? c + 1 : NULL;
 	}
 	return false;
+}
+
+/* Runs prog_shim_graphs' test under fixed:leaves=4/12 (the client on 32
+ * SMs) with VE_TRACE; counts the graph-launch ("call") slices by their SMs. */
+static void graph_call_sms(const char *test, long *on32, long *on132, long *other)
+{
+	SH_PROG(path, "prog_shim_graphs");
+	char tpath[PATH_MAX + 64], envt[PATH_MAX + 80];
+	snprintf(tpath, sizeof(tpath), "%s/tests/test_shim_config.%d.%s.trace.json", sh_build,
+		 (int)getpid(), test);
+	snprintf(envt, sizeof(envt), "VE_TRACE=%s", tpath);
+	unlink(tpath);
+	const char *argv[] = {path, test, NULL};
+	struct sh_opts o = {.shim = true,
+			    .expect_green = 1,
+			    .seed = 5,
+			    .policy = "fixed:leaves=4/12",
+			    .env = {envt}};
+	SH_RUN_OK(argv, &o);
+	*on32 = *on132 = *other = 0;
+	FILE *f = fopen(tpath, "r");
+	VE_CHECK_MSG(f != NULL, "no trace written at %s", tpath);
+	if (!f)
+		return;
+	char line[4096];
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "\"ph\":\"X\"") || !strstr(line, "\"name\":\"call"))
+			continue;
+		if (strstr(line, "\"sms\":32,"))
+			(*on32)++;
+		else if (strstr(line, "\"sms\":132,"))
+			(*on132)++;
+		else
+			(*other)++;
+	}
+	fclose(f);
+	unlink(tpath);
+}
+
+VE_TEST(graph_binding)
+{
+	long on32, on132, other;
+	/* CUkernels: every launch on the client's 32-SM entry (as a copy whose
+	 * kernels run there: prog_shim_graphs checks they ran in a green context). */
+	graph_call_sms("child_graph", &on32, &on132, &other);
+	VE_CHECK_MSG(on32 > 0 && on132 == 0 && other == 0, "child_graph: %ld on 32 SMs, %ld on 132, %ld else",
+		     on32, on132, other);
+	/* A module's function: no CUkernel, no copy, so it runs on every SM and
+	 * is bound to the whole GPU. */
+	graph_call_sms("module_graph", &on32, &on132, &other);
+	VE_CHECK_MSG(on132 > 0 && on32 == 0 && other == 0,
+		     "module_graph: %ld on 132 SMs, %ld on 32, %ld else", on132, on32, other);
 }
 
 /* VE_TRACE: a Chrome trace that parses, one slice per launch. */
