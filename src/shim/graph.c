@@ -82,6 +82,7 @@ struct gdeferred {
 };
 static struct gdeferred gdef[256];
 static uint32_t ngdef;
+static void sweep_deferred_locked(void);
 
 static struct gslot *gfind(uintptr_t k, bool insert)
 {
@@ -294,9 +295,18 @@ void ve__gexec_recopy(CUgraphExec x, CUgraph g, const struct ve_gshape *sh)
 		old = s->copies;
 		s->copies = fresh;
 		fresh = NULL;
+		/* The caller quiesced x, so no launch made before the update uses
+		 * the old copies; one made meanwhile by another thread (a race in
+		 * the app) may: they go when x's last launch is done. */
+		ve_tok t = s->last;
+		sweep_deferred_locked();
+		if (old && t != VE_TOK_NONE && !ve_vctx_tok_done(ve__shim.v, t) &&
+		    ngdef < VE_ARRAY_SIZE(gdef)) {
+			gdef[ngdef++] = (struct gdeferred){NULL, old, t};
+			old = NULL;
+		}
 	}
 	pthread_mutex_unlock(&gmap_lock);
-	/* The caller quiesced x first: no launch uses the old copies. */
 	ve__gcopies_destroy(old);
 	ve__gcopies_destroy(fresh);
 }
@@ -373,7 +383,8 @@ static void sweep_deferred_locked(void)
 	uint32_t keep = 0;
 	for (uint32_t i = 0; i < ngdef; i++) {
 		if (ve_vctx_tok_done(ve__shim.v, gdef[i].tok)) {
-			ve__real.cuGraphExecDestroy(gdef[i].x);
+			if (gdef[i].x)
+				ve__real.cuGraphExecDestroy(gdef[i].x);
 			ve__gcopies_destroy(gdef[i].copies);
 		} else
 			gdef[keep++] = gdef[i];
