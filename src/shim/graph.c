@@ -175,69 +175,82 @@ static void kernel_node(CUgraphNode n, struct ve_gshape *sh)
 	}
 }
 
-static void walk(CUgraph g, struct ve_gshape *sh, int depth)
+static bool each_node(CUgraph g, void (*fn)(CUgraphNode, CUgraphNodeType, void *), void *arg,
+		      int depth)
 {
 	size_t n = 0;
 	if (depth > MAX_DEPTH || !ve__real.cuGraphGetNodes || !ve__real.cuGraphNodeGetType ||
-	    ve__real.cuGraphGetNodes(g, NULL, &n) != CUDA_SUCCESS || n > MAX_NODES) {
-		sh->flags |= VE_G_UNKNOWN;
-		return;
-	}
+	    ve__real.cuGraphGetNodes(g, NULL, &n) != CUDA_SUCCESS || n > MAX_NODES)
+		return false;
 	if (!n)
-		return;
+		return true;
 	CUgraphNode *nodes = malloc(n * sizeof(*nodes));
 	if (!nodes || ve__real.cuGraphGetNodes(g, nodes, &n) != CUDA_SUCCESS) {
 		free(nodes);
-		sh->flags |= VE_G_UNKNOWN;
-		return;
+		return false;
 	}
+	bool ok = true;
 	for (size_t i = 0; i < n; i++) {
 		CUgraphNodeType t;
 		if (ve__real.cuGraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS) {
-			sh->flags |= VE_G_UNKNOWN;
+			ok = false;
 			continue;
 		}
-		switch (t) {
-		case CU_GRAPH_NODE_TYPE_KERNEL:
-			kernel_node(nodes[i], sh);
-			break;
-		case CU_GRAPH_NODE_TYPE_GRAPH: {
-			CUgraph child = NULL;
-			if (ve__real.cuGraphChildGraphNodeGetGraph &&
-			    ve__real.cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS)
-				walk(child, sh, depth + 1);
-			else
-				sh->flags |= VE_G_UNKNOWN;
-			break;
-		}
-		case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-			/* The driver hands out no bodies of an existing node: their
-			 * kernels are not counted. */
-			sh->flags |= VE_G_COND;
-			break;
-		case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-		case CU_GRAPH_NODE_TYPE_MEM_FREE:
-			sh->flags |= VE_G_MEMNODE;
-			break;
-		case CU_GRAPH_NODE_TYPE_HOST:
-			sh->flags |= VE_G_HOSTNODE;
-			break;
-		case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-		case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-			sh->flags |= VE_G_EVENTNODE;
-			break;
-		default:
-			break;
-		}
-		sh->nodes++;
+		fn(nodes[i], t, arg);
+		if (t != CU_GRAPH_NODE_TYPE_GRAPH)
+			continue;
+		/* "This call does not clone the graph. Changes to the graph will be
+		 * reflected in the node". */
+		CUgraph child = NULL;
+		if (ve__real.cuGraphChildGraphNodeGetGraph &&
+		    ve__real.cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS)
+			ok = each_node(child, fn, arg, depth + 1) && ok;
+		else
+			ok = false;
 	}
 	free(nodes);
+	return ok;
+}
+
+bool ve__graph_each_node(CUgraph g, void (*fn)(CUgraphNode, CUgraphNodeType, void *), void *arg)
+{
+	return each_node(g, fn, arg, 0);
+}
+
+static void shape_node(CUgraphNode n, CUgraphNodeType t, void *arg)
+{
+	struct ve_gshape *sh = arg;
+	switch (t) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		kernel_node(n, sh);
+		break;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		/* The driver hands out no bodies of an existing node: their
+		 * kernels are not counted. */
+		sh->flags |= VE_G_COND;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		sh->flags |= VE_G_MEMNODE;
+		break;
+	case CU_GRAPH_NODE_TYPE_HOST:
+		sh->flags |= VE_G_HOSTNODE;
+		break;
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		sh->flags |= VE_G_EVENTNODE;
+		break;
+	default:
+		break;
+	}
+	sh->nodes++;
 }
 
 void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape *sh)
 {
 	memset(sh, 0, sizeof(*sh));
-	walk(g, sh, 0);
+	if (!ve__graph_each_node(g, shape_node, sh))
+		sh->flags |= VE_G_UNKNOWN;
 	if (inst_flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
 		sh->flags |= VE_G_DEVLAUNCH;
 }
@@ -427,45 +440,68 @@ CUresult ve__gexec_destroy(CUgraphExec x)
 
 /* ------------------------------------------------------------------ launch */
 
-/* Per lane: a stream of the app's context and two events, for graphs placed
- * on it (VE_GP_STREAM). Only the dispatcher thread runs call bodies. */
+/* Per lane stream: its context (for graph copies) and, for graphs placed on
+ * it with VE_GP_STREAM, a stream of the app's context and two events, made
+ * on first use. Only the dispatcher thread runs call bodies. */
 #define SLANES 1024
-static struct {
-	CUstream lane, s;
+static struct lane_info {
+	CUstream lane;
+	CUcontext ctx;
+	bool joined; /* s, in and out made */
+	CUstream s;
 	CUevent in, out;
 } slanes[SLANES];
 
-static int stream_lane(CUstream lane, CUstream *s, CUevent *in, CUevent *out)
+/* The lane's entry, found or added; NULL when the table is full. */
+static struct lane_info *lane_info(CUstream lane)
 {
 	uint32_t h = (uint32_t)ve__mix64((uint64_t)(uintptr_t)lane) & (SLANES - 1);
 	for (uint32_t i = 0; i < SLANES; i++, h = (h + 1) & (SLANES - 1)) {
 		if (slanes[h].lane == lane)
-			goto found;
-		if (slanes[h].lane)
-			continue;
+			return &slanes[h];
+		if (!slanes[h].lane) {
+			slanes[h].lane = lane;
+			return &slanes[h];
+		}
+	}
+	return NULL;
+}
+
+/* The context of a lane's stream (a green context's, as cuCtxFromGreenCtx
+ * gives it); NULL if unknown. */
+static CUcontext lane_ctx(CUstream lane)
+{
+	struct lane_info *L = lane_info(lane);
+	if (L && !L->ctx && (!ve__real.cuStreamGetCtx || ve__real.cuStreamGetCtx(lane, &L->ctx) != CUDA_SUCCESS))
+		L->ctx = NULL;
+	return L ? L->ctx : NULL;
+}
+
+static int stream_lane(CUstream lane, CUstream *s, CUevent *in, CUevent *out)
+{
+	struct lane_info *L = lane_info(lane);
+	if (!L)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!L->joined) {
 		CUcontext cur = NULL;
 		ve__real.cuCtxGetCurrent(&cur);
 		bool push = cur != ve__shim.ctx && ve__real.cuCtxPushCurrent(ve__shim.ctx) == 0;
-		CUresult r = ve__real.cuStreamCreateWithPriority(&slanes[h].s,
-								 CU_STREAM_NON_BLOCKING, 0);
+		CUresult r = ve__real.cuStreamCreateWithPriority(&L->s, CU_STREAM_NON_BLOCKING, 0);
 		if (r == CUDA_SUCCESS)
-			r = ve__real.cuEventCreate(&slanes[h].in, CU_EVENT_DISABLE_TIMING);
+			r = ve__real.cuEventCreate(&L->in, CU_EVENT_DISABLE_TIMING);
 		if (r == CUDA_SUCCESS)
-			r = ve__real.cuEventCreate(&slanes[h].out, CU_EVENT_DISABLE_TIMING);
+			r = ve__real.cuEventCreate(&L->out, CU_EVENT_DISABLE_TIMING);
 		if (push) {
 			CUcontext dummy;
 			ve__real.cuCtxPopCurrent(&dummy);
 		}
 		if (r != CUDA_SUCCESS)
 			return (int)r; /* the next call retries the creation */
-		slanes[h].lane = lane;
-		goto found;
+		L->joined = true;
 	}
-	return CUDA_ERROR_OUT_OF_MEMORY;
-found:
-	*s = slanes[h].s;
-	*in = slanes[h].in;
-	*out = slanes[h].out;
+	*s = L->s;
+	*in = L->in;
+	*out = L->out;
 	return 0;
 }
 
@@ -486,7 +522,7 @@ static int call_graph(uint64_t lane_stream, const void *payload, uint32_t len)
 	CUstream lane = (CUstream)(uintptr_t)lane_stream;
 	if ((g.placement == VE_GP_POOL || g.placement == VE_GP_WHOLE) && g.copies) {
 		/* The copy whose kernels run in the lane's (green) context. */
-		CUgraphExec c = ve__gcopies_exec(g.copies, lane, ve__shim.ctx);
+		CUgraphExec c = ve__gcopies_exec(g.copies, lane_ctx(lane), ve__shim.ctx);
 		if (c)
 			g.x = c;
 	}

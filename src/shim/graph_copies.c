@@ -33,15 +33,12 @@
  */
 #include "backend/cuda_driver.h"
 #include "shim/shim.h"
-#include "util/util.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define GCOPY_MAX  16
-#define MAX_DEPTH  8
-#define LANE_CACHE 1024
+#define GCOPY_MAX 16
 
 struct ve_gcopies {
 	CUgraph src;		  /* private clone of the instantiated graph */
@@ -59,42 +56,32 @@ struct ve_gcopies {
 
 static _Atomic uint64_t n_copies, n_failed;
 
-/* Every kernel node (child graphs included) names ctx; false if one cannot. */
-static bool rewrite(CUgraph g, CUcontext ctx, int depth)
+struct retarget {
+	CUcontext ctx;
+	bool ok;
+};
+
+/* A kernel node names r->ctx (r->ok false if it cannot). */
+static void retarget_node(CUgraphNode n, CUgraphNodeType t, void *arg)
 {
-	size_t n = 0;
-	if (depth > MAX_DEPTH || ve__real.cuGraphGetNodes(g, NULL, &n) != CUDA_SUCCESS)
-		return false;
-	if (!n)
-		return true;
-	CUgraphNode *nodes = malloc(n * sizeof(*nodes));
-	bool ok = nodes && ve__real.cuGraphGetNodes(g, nodes, &n) == CUDA_SUCCESS;
-	for (size_t i = 0; ok && i < n; i++) {
-		CUgraphNodeType t;
-		if (ve__real.cuGraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS) {
-			ok = false;
-		} else if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
-			CUDA_KERNEL_NODE_PARAMS p;
-			memset(&p, 0, sizeof(p));
-			ok = ve__real.cuGraphKernelNodeGetParams(nodes[i], &p) == CUDA_SUCCESS &&
-			     p.kern;
-			if (ok) {
-				p.func = NULL; /* else ctx is ignored */
-				p.ctx = ctx;
-				ok = ve__real.cuGraphKernelNodeSetParams(nodes[i], &p) ==
-				     CUDA_SUCCESS;
-			}
-		} else if (t == CU_GRAPH_NODE_TYPE_GRAPH) {
-			/* "This call does not clone the graph. Changes to the graph will
-			 * be reflected in the node". */
-			CUgraph child = NULL;
-			ok = ve__real.cuGraphChildGraphNodeGetGraph(nodes[i], &child) ==
-				 CUDA_SUCCESS &&
-			     rewrite(child, ctx, depth + 1);
-		}
-	}
-	free(nodes);
-	return ok;
+	struct retarget *r = arg;
+	if (t != CU_GRAPH_NODE_TYPE_KERNEL || !r->ok)
+		return;
+	CUDA_KERNEL_NODE_PARAMS p;
+	memset(&p, 0, sizeof(p));
+	r->ok = ve__real.cuGraphKernelNodeGetParams(n, &p) == CUDA_SUCCESS && p.kern;
+	if (!r->ok)
+		return;
+	p.func = NULL; /* else ctx is ignored */
+	p.ctx = r->ctx;
+	r->ok = ve__real.cuGraphKernelNodeSetParams(n, &p) == CUDA_SUCCESS;
+}
+
+/* Every kernel node (child graphs included) names ctx; false if one cannot. */
+static bool rewrite(CUgraph g, CUcontext ctx)
+{
+	struct retarget r = {ctx, true};
+	return ve__graph_each_node(g, retarget_node, &r) && r.ok;
 }
 
 bool ve__gcopies_supported(void)
@@ -142,30 +129,6 @@ void ve__gcopies_destroy(struct ve_gcopies *c)
 	free(c);
 }
 
-/* The context of a lane's stream (a green context's, as cuCtxFromGreenCtx
- * gives it). Lanes live as long as the pool: cached, dispatcher thread only. */
-static CUcontext lane_ctx(CUstream lane)
-{
-	static struct {
-		CUstream s;
-		CUcontext c;
-	} cache[LANE_CACHE];
-	uint32_t h = (uint32_t)ve__mix64((uint64_t)(uintptr_t)lane) & (LANE_CACHE - 1);
-	for (uint32_t i = 0; i < LANE_CACHE; i++, h = (h + 1) & (LANE_CACHE - 1)) {
-		if (cache[h].s == lane)
-			return cache[h].c;
-		if (cache[h].s)
-			continue;
-		CUcontext c = NULL;
-		if (ve__real.cuStreamGetCtx(lane, &c) != CUDA_SUCCESS)
-			return NULL;
-		cache[h].s = lane;
-		cache[h].c = c;
-		return c;
-	}
-	return NULL;
-}
-
 static CUgraphExec make_copy(struct ve_gcopies *c, CUcontext ctx)
 {
 	CUgraph g = NULL;
@@ -174,7 +137,7 @@ static CUgraphExec make_copy(struct ve_gcopies *c, CUcontext ctx)
 	 * here, and device launch never gets copies. */
 	unsigned long long fl = c->flags & (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
 					    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY);
-	bool ok = ve__real.cuGraphClone(&g, c->src) == CUDA_SUCCESS && rewrite(g, ctx, 0) &&
+	bool ok = ve__real.cuGraphClone(&g, c->src) == CUDA_SUCCESS && rewrite(g, ctx) &&
 		  ve__real.cuGraphInstantiateWithFlags(&x, g, fl) == CUDA_SUCCESS;
 	if (g)
 		ve__real.cuGraphDestroy(g); /* the exec does not depend on it */
@@ -186,11 +149,10 @@ static CUgraphExec make_copy(struct ve_gcopies *c, CUcontext ctx)
 	return x;
 }
 
-CUgraphExec ve__gcopies_exec(struct ve_gcopies *c, CUstream lane, CUcontext app_ctx)
+CUgraphExec ve__gcopies_exec(struct ve_gcopies *c, CUcontext ctx, CUcontext app_ctx)
 {
 	if (!c || atomic_load_explicit(&c->off, memory_order_acquire))
 		return NULL;
-	CUcontext ctx = lane_ctx(lane);
 	if (!ctx || ctx == app_ctx)
 		return NULL; /* the application's context: its own exec */
 	uint32_t i, lru = 0;

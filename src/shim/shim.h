@@ -201,6 +201,9 @@ enum { VE_GP_POOL = 0, VE_GP_WHOLE, VE_GP_STREAM, VE_GP_BARRIER };
 
 extern _Thread_local uint64_t ve__deadline_ns;
 void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape *sh);
+/* Calls fn for every node of g and of its child graphs (to a depth of 8);
+ * false when a graph or a node could not be read (it is skipped). */
+bool ve__graph_each_node(CUgraph g, void (*fn)(CUgraphNode, CUgraphNodeType, void *), void *arg);
 uint32_t ve__graph_placement(const struct ve_gshape *sh);
 /* A new exec (instantiation) of g with inst_flags. */
 void ve__gexec_put(CUgraphExec x, const struct ve_gshape *sh, CUgraph g,
@@ -228,10 +231,10 @@ struct ve_gcopies;
 bool ve__gcopies_supported(void);
 /* A private clone of g; NULL when the driver lacks an entry point or fails. */
 struct ve_gcopies *ve__gcopies_create(CUgraph g, unsigned long long inst_flags);
-/* The copy for lane's context, made on first use; NULL: use the app's exec
- * (the lane is in the app's context, the copies are off, or a copy failed).
- * Dispatcher thread only. */
-CUgraphExec ve__gcopies_exec(struct ve_gcopies *c, CUstream lane, CUcontext app_ctx);
+/* The copy for ctx (a lane's context), made on first use; NULL: use the
+ * app's exec (ctx is unknown or the app's, the copies are off, or a copy
+ * failed). Dispatcher thread only. */
+CUgraphExec ve__gcopies_exec(struct ve_gcopies *c, CUcontext ctx, CUcontext app_ctx);
 void ve__gcopies_off(struct ve_gcopies *c);
 /* c exists and is not off: launches run on their entry's SMs. */
 bool ve__gcopies_on(const struct ve_gcopies *c);
