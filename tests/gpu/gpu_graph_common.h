@@ -10,6 +10,36 @@
 
 #include "gpu_common.h"
 
+#include <cuda.h>
+
+/* A driver API call that must succeed (the driver's CK()). Programs that use
+ * it link with -lcuda. */
+#define CU(call)                                                                                   \
+	do {                                                                                       \
+		CUresult cu_r_ = (call);                                                           \
+		if (cu_r_ != CUDA_SUCCESS) {                                                       \
+			const char *cu_n_ = "?";                                                   \
+			cuGetErrorName(cu_r_, &cu_n_);                                             \
+			std::printf("FAIL %s.driver_call: %s returned %s at %s:%d\n", g_prog,      \
+				    #call, cu_n_, __FILE__, __LINE__);                             \
+			std::_Exit(1);                                                             \
+		}                                                                                  \
+	} while (0)
+
+/* Block b records the SM it ran on (+1, so 0 means "did not run") in
+ * smid[b] after a short spin, so that the blocks spread over every SM the
+ * launch may use, and tag * 1000 + b in val[b]. */
+__global__ void k_where(uint32_t *smid, uint32_t *val, int tag)
+{
+	if (threadIdx.x == 0) {
+		spin_ns(20000);
+		uint32_t id;
+		asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+		smid[blockIdx.x] = id + 1;
+		val[blockIdx.x] = (uint32_t)tag * 1000u + blockIdx.x;
+	}
+}
+
 /* *ctr -= 1 (by one thread); the loop goes on while it is non-zero. */
 __global__ void k_dec_cond(cudaGraphConditionalHandle h, int *ctr)
 {

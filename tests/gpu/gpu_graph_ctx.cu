@@ -35,35 +35,10 @@
  */
 #include "gpu_graph_common.h"
 
-#include <cuda.h>
-
 #include <set>
 #include <string>
 
 static const int BLOCKS = 128, THREADS = 64;
-
-#define CU(call)                                                                                   \
-	do {                                                                                       \
-		CUresult cu_r_ = (call);                                                           \
-		if (cu_r_ != CUDA_SUCCESS) {                                                       \
-			const char *cu_n_ = "?";                                                   \
-			cuGetErrorName(cu_r_, &cu_n_);                                             \
-			std::printf("FAIL %s.driver_call: %s returned %s at %s:%d\n", g_prog,      \
-				    #call, cu_n_, __FILE__, __LINE__);                             \
-			std::_Exit(1);                                                             \
-		}                                                                                  \
-	} while (0)
-
-__global__ void k_where(uint32_t *smid, uint32_t *val, int tag)
-{
-	if (threadIdx.x == 0) {
-		spin_ns(20000);
-		uint32_t id;
-		asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-		smid[blockIdx.x] = id + 1;
-		val[blockIdx.x] = (uint32_t)tag * 1000u + blockIdx.x;
-	}
-}
 
 static uint32_t *g_smid, *g_val;
 static std::set<uint32_t> g_ref;
@@ -76,6 +51,13 @@ static const char *errname(CUresult r)
 	const char *n = "?";
 	cuGetErrorName(r, &n);
 	return n;
+}
+
+/* The line of a way that failed before anything ran. */
+static bool failed(const char *way, CUresult r)
+{
+	std::printf("GRAPH_CTX way=%s rc=%s sms=0 outside=0 confined=0 ok=0\n", way, errname(r));
+	return false;
 }
 
 /* Clears the output, runs launch(), reads where the blocks ran. */
@@ -267,8 +249,7 @@ int main()
 		if (!r)
 			r = cuGraphInstantiate(&x, g, 0);
 		if (r) {
-			std::printf("GRAPH_CTX way=green_capture rc=%s sms=0 outside=0 confined=0 ok=0\n",
-				    errname(r));
+			failed("green_capture", r);
 		} else {
 			measure("green_capture", tag, [&] { return cuGraphLaunch(x, gs); });
 			measure("green_capture_prim", tag,
@@ -282,11 +263,8 @@ int main()
 		CUresult r = rewrite((CUgraph)pg, &g, fix);
 		if (!r)
 			r = cuGraphInstantiate(&x, g, 0);
-		if (r) {
-			std::printf("GRAPH_CTX way=%s rc=%s sms=0 outside=0 confined=0 ok=0\n", way,
-				    errname(r));
-			return false;
-		}
+		if (r)
+			return failed(way, r);
 		return measure(way, tag, [&] { return cuGraphLaunch(x, gs); });
 	};
 	try_clone("set_ctx_func", [&](CUDA_KERNEL_NODE_PARAMS &p) {
@@ -327,9 +305,7 @@ int main()
 		CUcontext dummy;
 		cuCtxPopCurrent(&dummy);
 		if (r)
-			std::printf(
-			    "GRAPH_CTX way=inst_green_current rc=%s sms=0 outside=0 confined=0 ok=0\n",
-			    errname(r));
+			failed("inst_green_current", r);
 		else
 			measure("inst_green_current", tag, [&] { return cuGraphLaunch(x, gs); });
 	}
@@ -351,9 +327,7 @@ int main()
 			r = cuGraphExecKernelNodeSetParams(x, node, &p);
 		}
 		if (r)
-			std::printf(
-			    "GRAPH_CTX way=exec_set_ctx_kern rc=%s sms=0 outside=0 confined=0 ok=0\n",
-			    errname(r));
+			failed("exec_set_ctx_kern", r);
 		else
 			measure("exec_set_ctx_kern", tag, [&] { return cuGraphLaunch(x, gs); });
 	}
@@ -377,8 +351,7 @@ int main()
 		if (!r)
 			r = cuGraphInstantiate(&x, g, 0);
 		if (r)
-			std::printf("GRAPH_CTX way=add_node_ctx rc=%s sms=0 outside=0 confined=0 ok=0\n",
-				    errname(r));
+			failed("add_node_ctx", r);
 		else
 			measure("add_node_ctx", tag, [&] { return cuGraphLaunch(x, gs); });
 	}

@@ -21,25 +21,11 @@
  */
 #include "gpu_graph_common.h"
 
-#include <cuda.h>
-
 #include <algorithm>
 #include <set>
 #include <string>
 
 static const int BLOCKS = 128, THREADS = 64, SLOTS = 1 << 14;
-
-#define CU(call)                                                                                   \
-	do {                                                                                       \
-		CUresult cu_r_ = (call);                                                           \
-		if (cu_r_ != CUDA_SUCCESS) {                                                       \
-			const char *cu_n_ = "?";                                                   \
-			cuGetErrorName(cu_r_, &cu_n_);                                             \
-			std::printf("FAIL %s.driver_call: %s returned %s at %s:%d\n", g_prog,      \
-				    #call, cu_n_, __FILE__, __LINE__);                             \
-			std::_Exit(1);                                                             \
-		}                                                                                  \
-	} while (0)
 
 /* Block b of launch `tag` writes its SM to smid[tag * BLOCKS + b] after a short
  * spin, so that the blocks spread over every SM the launch may use. */

@@ -16,22 +16,11 @@
  * under any policy). Prints WHERE lines: plain=<max distinct> graph=<max
  * distinct>.
  */
-#include "gpu_common.h"
+#include "gpu_graph_common.h"
 
 #include <set>
 
 static const int BLOCKS = 128, THREADS = 64, R = 8;
-
-__global__ void k_where(uint32_t *smid, uint32_t *val, int tag)
-{
-	if (threadIdx.x == 0) {
-		spin_ns(20000);
-		uint32_t id;
-		asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-		smid[blockIdx.x] = id + 1;
-		val[blockIdx.x] = (uint32_t)tag * 1000u + blockIdx.x;
-	}
-}
 
 static int distinct(const uint32_t *dsm)
 {
