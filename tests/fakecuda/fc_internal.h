@@ -365,6 +365,7 @@ FC_HIDDEN void fakecuda__registry_del(const void *h);
 FC_HIDDEN int fakecuda__registry_is(const void *h, int type);
 FC_HIDDEN size_t fakecuda__registry_take(int type, void ***out);
 FC_HIDDEN struct fc_ctx *fakecuda__ctx_current(void);
+FC_HIDDEN int fakecuda__kargs_alloc(const struct fc_kentry *k, void **params, void ***pptrs);
 FC_HIDDEN CUresult fakecuda__kernel_node_set(struct fc_cmd *c, const CUDA_KERNEL_NODE_PARAMS *p);
 FC_HIDDEN CUresult fakecuda__ctx_get(struct fc_ctx **out);
 FC_HIDDEN struct fc_ctx *fakecuda__ctx_new(struct fc_device *dev, unsigned flags, int primary);

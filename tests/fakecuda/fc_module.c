@@ -723,6 +723,24 @@ struct launch {
 	unsigned cluster[3];
 };
 
+/* A kernel command's argument buffer for k (packed, k->total bytes) and one
+ * pointer per parameter into it; 0, or -1 with nothing allocated. */
+int fakecuda__kargs_alloc(const struct fc_kentry *k, void **params, void ***pptrs)
+{
+	*params = malloc(k->total ? k->total : 1);
+	*pptrs = calloc(k->nparams ? k->nparams : 1, sizeof(void *));
+	if (!*params || !*pptrs) {
+		free(*params);
+		free(*pptrs);
+		*params = NULL;
+		*pptrs = NULL;
+		return -1;
+	}
+	for (uint32_t i = 0; i < k->nparams; i++)
+		(*pptrs)[i] = (char *)*params + k->offset[i];
+	return 0;
+}
+
 static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void **params,
 		       void **extra, int ptds)
 {
@@ -812,28 +830,20 @@ static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void 
 	memcpy(cmd.u.k.cluster, L->cluster, sizeof(L->cluster));
 	cmd.u.k.smem = L->smem;
 	cmd.u.k.coop = L->coop;
-	cmd.u.k.params = malloc(k->total ? k->total : 1);
-	cmd.u.k.pptrs = calloc(k->nparams ? k->nparams : 1, sizeof(void *));
-	if (!cmd.u.k.params || !cmd.u.k.pptrs) {
-		fakecuda__cmd_fini(&cmd);
+	if (fakecuda__kargs_alloc(k, &cmd.u.k.params, &cmd.u.k.pptrs) != 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
 	/* The driver copies the arguments at launch: the caller may reuse them. */
 	if (ebuf) {
 		size_t n = FC_MIN(esize, k->total);
 		memcpy(cmd.u.k.params, ebuf, n);
 		memset((char *)cmd.u.k.params + n, 0, k->total - n);
 	}
-	for (uint32_t i = 0; i < k->nparams; i++) {
-		char *dst = (char *)cmd.u.k.params + k->offset[i];
-		if (!ebuf) {
-			if (!params[i]) {
-				fakecuda__cmd_fini(&cmd);
-				return CUDA_ERROR_INVALID_VALUE;
-			}
-			memcpy(dst, params[i], k->size[i]);
+	for (uint32_t i = 0; i < k->nparams && !ebuf; i++) {
+		if (!params[i]) {
+			fakecuda__cmd_fini(&cmd);
+			return CUDA_ERROR_INVALID_VALUE;
 		}
-		cmd.u.k.pptrs[i] = dst;
+		memcpy(cmd.u.k.pptrs[i], params[i], k->size[i]);
 	}
 	return fakecuda__submit(s, &cmd, NULL, NULL);
 }
@@ -863,18 +873,13 @@ CUresult fakecuda__kernel_node_set(struct fc_cmd *c, const CUDA_KERNEL_NODE_PARA
 		nctx = p->ctx ? (struct fc_ctx *)p->ctx : fakecuda__ctx_current();
 	if (!nctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	void *params = malloc(k->total ? k->total : 1);
-	void **pptrs = calloc(k->nparams ? k->nparams : 1, sizeof(void *));
-	if (!params || !pptrs) {
-		free(params);
-		free(pptrs);
+	void *params;
+	void **pptrs;
+	if (fakecuda__kargs_alloc(k, &params, &pptrs) != 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
 	/* The new arguments may point into the node's own (as after a get). */
-	for (uint32_t i = 0; i < k->nparams; i++) {
-		memcpy((char *)params + k->offset[i], p->kernelParams[i], k->size[i]);
-		pptrs[i] = (char *)params + k->offset[i];
-	}
+	for (uint32_t i = 0; i < k->nparams; i++)
+		memcpy(pptrs[i], p->kernelParams[i], k->size[i]);
 	free(c->u.k.params);
 	free(c->u.k.pptrs);
 	c->u.k.params = params;

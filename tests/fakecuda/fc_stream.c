@@ -174,13 +174,9 @@ int fakecuda__cmd_clone(struct fc_cmd *dst, const struct fc_cmd *src)
 	switch (src->kind) {
 	case FC_CMD_KERNEL: {
 		const struct fc_kentry *k = src->u.k.k;
-		dst->u.k.params = malloc(k->total ? k->total : 1);
-		dst->u.k.pptrs = calloc(k->nparams ? k->nparams : 1, sizeof(void *));
-		if (!dst->u.k.params || !dst->u.k.pptrs)
+		if (fakecuda__kargs_alloc(k, &dst->u.k.params, &dst->u.k.pptrs) != 0)
 			goto nomem;
 		memcpy(dst->u.k.params, src->u.k.params, k->total);
-		for (uint32_t i = 0; i < k->nparams; i++)
-			dst->u.k.pptrs[i] = (char *)dst->u.k.params + k->offset[i];
 		break;
 	}
 	case FC_CMD_COPY:
