@@ -399,6 +399,11 @@ static void shim_atexit(void)
 		VE_INFO("exit: %llu graph copies made for pool entries (their kernels on the "
 			"entry's SMs), %llu could not be made (those graphs ran on every SM)",
 			(unsigned long long)gcopies, (unsigned long long)gfailed);
+	uint64_t bn = atomic_load(&S->barrier_done_at_once), bl = atomic_load(&S->barrier_linked);
+	if (bn || bl)
+		VE_INFO("exit: %llu ordered pass-through calls (pageable copies and the like): %llu "
+			"done when they returned, %llu linked into the logical order by an event",
+			(unsigned long long)(bn + bl), (unsigned long long)bn, (unsigned long long)bl);
 	uint64_t wc = atomic_load(&S->wide_cluster), wo = atomic_load(&S->wide_coop),
 		 fc = atomic_load(&S->fit_cluster);
 	if (fc)
@@ -795,6 +800,17 @@ CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc)
 {
 	if (!t->virt || call_rc != CUDA_SUCCESS)
 		return call_rc;
+	/* Most barrier calls are done when they return (a copy to pageable
+	 * memory returns once the data is there, "API synchronization
+	 * behavior"); the app's real stream carries nothing but such calls. An
+	 * idle real stream means there is nothing to link into the logical
+	 * order: no event, no op, and the app's next synchronize does not wait
+	 * for the dispatcher to poll one (a decode step's .item() paid that
+	 * round trip every token). */
+	if (ve__real.cuStreamQuery(t->real) == CUDA_SUCCESS) {
+		atomic_fetch_add_explicit(&ve__shim.barrier_done_at_once, 1, memory_order_relaxed);
+		return CUDA_SUCCESS;
+	}
 	CUevent ev;
 	CUresult r = ve__real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
 	if (r == CUDA_SUCCESS)
@@ -804,6 +820,7 @@ CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc)
 		ve__real.cuStreamSynchronize(t->real);
 		return CUDA_SUCCESS;
 	}
+	atomic_fetch_add_explicit(&ve__shim.barrier_linked, 1, memory_order_relaxed);
 	struct ve_desc d = {.kind = VE_OP_CALL,
 			    .flags = VE_DESC_HOST_POLL,
 			    .payload = (const uint8_t *)&ev,

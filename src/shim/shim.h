@@ -73,6 +73,10 @@ struct ve_shim {
 	_Atomic uint64_t fit_cluster;  /* clusters larger than 2 placed by occupancy */
 	_Atomic uint64_t wide_coop;    /* cooperative grids needing every SM */
 	_Atomic uint32_t widest_cluster;
+	/* Ordered pass-through calls (pageable copies, ...) by how they joined
+	 * the logical order: done when they returned, or linked by an event. */
+	_Atomic uint64_t barrier_done_at_once;
+	_Atomic uint64_t barrier_linked;
 };
 
 extern struct ve_shim ve__shim;

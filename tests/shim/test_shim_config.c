@@ -203,6 +203,36 @@ VE_TEST(graph_binding)
 		     "module_graph: %ld on 132 SMs, %ld on 32, %ld else", on132, on32, other);
 }
 
+/* An ordered pass-through call that is done when it returns (a copy into
+ * pageable memory) joins the logical order without an event or an op: the
+ * app's next synchronize then has nothing to wait for (prog_shim_memory
+ * "dtoh" checks the data and the order under every policy). */
+VE_TEST(barrier_done_at_once)
+{
+	SH_PROG(path, "prog_shim_memory");
+	const char *argv[] = {path, "dtoh", NULL};
+	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 6, .env = {"VE_LOG_LEVEL=info"}};
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	if (r.rc != 0)
+		sh_dump(&r);
+	VE_CHECK_MSG(r.rc == 0, "prog_shim_memory dtoh exit %d", r.rc);
+	const char *p = strstr(r.out, "ordered pass-through calls");
+	unsigned long long total = 0, at_once = 0, linked = 0;
+	const char *line = p;
+	while (line && line > r.out && line[-1] != '\n')
+		line--;
+	bool parsed = p && sscanf(strstr(line, "exit: "), "exit: %llu ordered pass-through calls "
+				  "(pageable copies and the like): %llu done when they returned, %llu",
+				  &total, &at_once, &linked) == 3;
+	if (!parsed)
+		sh_dump(&r);
+	VE_CHECK_MSG(parsed, "no exit report of the ordered pass-through calls");
+	/* Eight pageable DtoH copies (two per stream), each done on return. */
+	VE_CHECK_MSG(at_once >= 8 && total == at_once + linked,
+		     "%llu calls: %llu done at once, %llu linked", total, at_once, linked);
+}
+
 /* VE_TRACE: a Chrome trace that parses, one slice per launch. */
 VE_TEST(trace_json)
 {
