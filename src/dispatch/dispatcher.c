@@ -1297,6 +1297,7 @@ static void *dispatcher_main(void *arg)
 {
 	struct ve_dispatcher *d = arg;
 	uint32_t idle = 0;
+	uint64_t idle_since = 0; /* when nothing was last in flight or ready; 0 = busy */
 	/* Short sleeps between polls must stay short: the default 50 us timer
 	 * slack turns a 20 us sleep into ~70 us of completion latency. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -1304,10 +1305,12 @@ static void *dispatcher_main(void *arg)
 		uint32_t seen = atomic_load_explicit(&d->wake_word, memory_order_acquire);
 		if (ve_dispatcher_poll(d) > 0) {
 			idle = 0;
+			idle_since = 0;
 			continue;
 		}
 		if (d->ninflight || atomic_load(&d->host_busy) || L_CALL(d, pending) || d->wq_n ||
 		    d->ndq || d->npolled) {
+			idle_since = 0;
 			/* Work on the GPU, bindings due from the coordinator (ved) or
 			 * ops waiting for a grant: spin a while, then poll at a bounded
 			 * interval so a long kernel does not cost a whole core. The
@@ -1324,6 +1327,19 @@ static void *dispatcher_main(void *arg)
 			}
 			continue;
 		}
+		/* Idle: spin a while first (see idle_spin_ns; the coordinator is
+		 * told only when we sleep, so a short host gap keeps the grant). */
+		if (d->cfg.idle_spin_ns && !(d->b->ops->version >= 2 &&
+					     (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK))) {
+			uint64_t now = ve__now_ns();
+			if (!idle_since)
+				idle_since = now;
+			if (now - idle_since < d->cfg.idle_spin_ns) {
+				ve__cpu_relax();
+				continue;
+			}
+		}
+		idle_since = 0;
 		/* Idle: sleep until a vctx says it has ready work. The re-check of
 		 * wake_word after announcing we sleep closes the lost-wake-up race
 		 * with ve_dispatcher_notify (which reads 'sleeping' after bumping). */
@@ -1334,6 +1350,7 @@ static void *dispatcher_main(void *arg)
 			if (d->link.ops->idle)
 				L_CALL(d, idle, true);
 			d->st.sleeps++;
+			d->st.idle_sleeps++;
 			ve__futex_wait(&d->wake_word, seen, IDLE_WAIT, 1);
 			d->st.wakeups++;
 			if (d->link.ops->idle)

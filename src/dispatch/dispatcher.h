@@ -73,6 +73,12 @@ struct ve_dispatcher_config {
 	 * notify cuts the sleep short). Shorter: completions seen sooner;
 	 * longer: fewer wake-ups taking CPU from the application. */
 	uint64_t poll_ns;
+	/* Real-clock backends, nothing in flight and nothing ready: spin this
+	 * long before sleeping (0 = sleep at once). A program that synchronizes
+	 * every step (a decode loop) submits its next op microseconds after the
+	 * last completes; a sleeping dispatcher costs it a futex wake-up, tens
+	 * of microseconds a step. */
+	uint64_t idle_spin_ns;
 	struct ve_trace *trace;	  /* optional */
 	/* Optional observer of every submission and completion (tests). */
 	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
@@ -89,6 +95,7 @@ struct ve_dispatcher_stats {
 	uint64_t passes, popped, bound, submitted, submit_failures, completed, host_fns, copies;
 	uint64_t pipelined; /* ops submitted behind their in-flight predecessor */
 	uint64_t sleeps, wakeups;
+	uint64_t idle_sleeps; /* sleeps with nothing in flight (a notify wakes them) */
 	uint32_t inflight;
 	/* Grant mode. */
 	uint64_t local_binds;	/* ready ops bound to their client's grant here */

@@ -133,6 +133,8 @@ static int load_config(struct ve_shim_config *c)
 	c->sync_spin_us = v;
 	bad |= env_u64("VE_POLL_US", 20, 1, 100000, &v);
 	c->poll_us = v;
+	bad |= env_u64("VE_IDLE_SPIN_US", 100, 0, 100000, &v);
+	c->idle_spin_us = v;
 	char gm[16];
 	env_str("VE_GRAPHS", "auto", gm, sizeof(gm));
 	static const char *const gmodes[] = {"auto", "pool", "whole", "stream", "barrier"};
@@ -237,7 +239,8 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .ahead_ns = S->cfg.ahead_us * 1000,
 						     .ahead_max = 256,
 						     .mark_every = S->cfg.mark_every,
-						     .poll_ns = S->cfg.poll_us * 1000};
+						     .poll_ns = S->cfg.poll_us * 1000,
+						     .idle_spin_ns = S->cfg.idle_spin_us * 1000};
 	rc->trace = S->cfg.trace[0] != 0;
 }
 
@@ -393,6 +396,8 @@ static void shim_atexit(void)
 		(unsigned long long)rs.dispatch.copies, (unsigned long long)rs.dispatch.host_fns,
 		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6,
 		(unsigned long long)rs.dispatch.submit_failures);
+	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
+		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
 	uint64_t gcopies, gfailed;
 	ve__gcopies_stats(&gcopies, &gfailed);
 	if (gcopies || gfailed)

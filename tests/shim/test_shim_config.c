@@ -233,6 +233,36 @@ VE_TEST(barrier_done_at_once)
 		     "%llu calls: %llu done at once, %llu linked", total, at_once, linked);
 }
 
+static unsigned long long idle_sleeps(const char *spin)
+{
+	SH_PROG(path, "prog_shim_memory");
+	const char *argv[] = {path, "dtoh", NULL};
+	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 7,
+			    .env = {"VE_LOG_LEVEL=debug", spin}};
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	if (r.rc != 0)
+		sh_dump(&r);
+	VE_CHECK_MSG(r.rc == 0, "prog_shim_memory dtoh exit %d (%s)", r.rc, spin);
+	const char *p = strstr(r.out, "exit: the dispatcher slept ");
+	unsigned long long n = 0;
+	VE_CHECK_MSG(p && sscanf(p, "exit: the dispatcher slept %llu", &n) == 1,
+		     "no idle-sleep report (%s)", spin);
+	return n;
+}
+
+/* VE_IDLE_SPIN_US: with nothing in flight the dispatcher spins before it
+ * sleeps, so a program that synchronizes and submits again at once (a decode
+ * loop) does not pay a futex wake-up per step. The copies test synchronizes
+ * dozens of times with host work of microseconds in between. */
+VE_TEST(idle_spin)
+{
+	unsigned long long none = idle_sleeps("VE_IDLE_SPIN_US=0");
+	unsigned long long spun = idle_sleeps("VE_IDLE_SPIN_US=100000");
+	VE_CHECK_MSG(none >= 10 && spun * 4 < none,
+		     "idle sleeps: %llu without the spin, %llu with a 100 ms spin", none, spun);
+}
+
 /* VE_TRACE: a Chrome trace that parses, one slice per launch. */
 VE_TEST(trace_json)
 {
