@@ -812,7 +812,12 @@ CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc)
 	 * order: no event, no op, and the app's next synchronize does not wait
 	 * for the dispatcher to poll one (a decode step's .item() paid that
 	 * round trip every token). */
-	if (ve__real.cuStreamQuery(t->real) == CUDA_SUCCESS) {
+	CUstream qs = t->real;
+	/* NULL through a _ptsz entry point is the thread's own default stream,
+	 * which a plain query of NULL (the legacy stream) does not cover. */
+	if (qs == NULL && t->ls != VE_STREAM_LEGACY)
+		qs = CU_STREAM_PER_THREAD;
+	if (ve__real.cuStreamQuery(qs) == CUDA_SUCCESS) {
 		atomic_fetch_add_explicit(&ve__shim.barrier_done_at_once, 1, memory_order_relaxed);
 		return CUDA_SUCCESS;
 	}

@@ -450,6 +450,33 @@ static void *ptds_thread(void *p)
 	return NULL;
 }
 
+/* A pageable host-to-device copy on the thread's default stream (NULL
+ * through a _ptsz entry point) is an ordered pass-through on the real
+ * per-thread stream, which the legacy stream's state does not describe: the
+ * stream's next op must see the data whatever the legacy stream does. */
+static void t_ptsz_pageable(void)
+{
+	enum { N = 1 << 18 };
+	CUdeviceptr d = 0, d2 = 0;
+	CK(cuMemAlloc(&d, N));
+	CK(cuMemAlloc(&d2, N));
+	uint8_t *h = malloc(N), *back = malloc(N);
+	CHECK(h && back);
+	for (int i = 0; i < 40 && h && back; i++) {
+		memset(h, i + 1, N);
+		CK(ptsz_api.htod(d, h, N, NULL));
+		CK(ptsz_api.dtod(d2, d, N, NULL));
+		CK(ptsz_api.dtoh_sync(back, d2, N));
+		CHECKF(back[0] == (uint8_t)(i + 1) && back[N - 1] == (uint8_t)(i + 1),
+		       "round %d: the copy after a pageable HtoD on the per-thread stream saw %u/%u", i,
+		       back[0], back[N - 1]);
+	}
+	free(h);
+	free(back);
+	CK(cuMemFree(d));
+	CK(cuMemFree(d2));
+}
+
 static void t_per_thread(void)
 {
 	/* Chains on the per-thread streams of two threads and the main thread, at once. */
@@ -1015,7 +1042,8 @@ static void t_progress(void)
 
 static const struct prog_test tests[] = {
     {"chains", t_chains},	  {"legacy", t_legacy},
-    {"per_thread", t_per_thread}, {"events", t_events},
+    {"per_thread", t_per_thread}, {"ptsz_pageable", t_ptsz_pageable},
+    {"events", t_events},
     {"hostfn", t_hostfn},	  {"memops", t_memops},
     {"threads", t_threads},	  {"destroy_pending", t_destroy_pending},
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
