@@ -203,31 +203,41 @@ VE_TEST(graph_binding)
 		     "module_graph: %ld on 132 SMs, %ld on 32, %ld else", on132, on32, other);
 }
 
+/* Runs prog_shim_memory "dtoh" (pageable and pinned copies, dozens of
+ * synchronizations) under the shim with @env (NULL: none) and returns the exit report
+ * that follows "exit: " on the line holding @needle, or fails the test. */
+static const char *dtoh_exit_report(const char *env, const char *needle)
+{
+	SH_PROG(path, "prog_shim_memory");
+	const char *argv[] = {path, "dtoh", NULL};
+	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 6,
+			    .env = {"VE_LOG_LEVEL=debug", env}};
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	const char *p = strstr(r.out, needle);
+	while (p && p > r.out && p[-1] != '\n')
+		p--;
+	p = p ? strstr(p, "exit: ") : NULL;
+	if (r.rc != 0 || !p)
+		sh_dump(&r);
+	const char *what = env ? env : "defaults";
+	VE_CHECK_MSG(r.rc == 0, "prog_shim_memory dtoh exit %d (%s)", r.rc, what);
+	VE_CHECK_MSG(p != NULL, "no exit report with '%s' (%s)", needle, what);
+	return p;
+}
+
 /* An ordered pass-through call that is done when it returns (a copy into
  * pageable memory) joins the logical order without an event or an op: the
  * app's next synchronize then has nothing to wait for (prog_shim_memory
  * "dtoh" checks the data and the order under every policy). */
 VE_TEST(barrier_done_at_once)
 {
-	SH_PROG(path, "prog_shim_memory");
-	const char *argv[] = {path, "dtoh", NULL};
-	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 6, .env = {"VE_LOG_LEVEL=info"}};
-	static struct sh_result r;
-	sh_run(argv, &o, &r);
-	if (r.rc != 0)
-		sh_dump(&r);
-	VE_CHECK_MSG(r.rc == 0, "prog_shim_memory dtoh exit %d", r.rc);
-	const char *p = strstr(r.out, "ordered pass-through calls");
+	const char *p = dtoh_exit_report(NULL, "ordered pass-through calls");
 	unsigned long long total = 0, at_once = 0, linked = 0;
-	const char *line = p;
-	while (line && line > r.out && line[-1] != '\n')
-		line--;
-	bool parsed = p && sscanf(strstr(line, "exit: "), "exit: %llu ordered pass-through calls "
-				  "(pageable copies and the like): %llu done when they returned, %llu",
-				  &total, &at_once, &linked) == 3;
-	if (!parsed)
-		sh_dump(&r);
-	VE_CHECK_MSG(parsed, "no exit report of the ordered pass-through calls");
+	VE_CHECK_MSG(sscanf(p, "exit: %llu ordered pass-through calls (pageable copies and the "
+			       "like): %llu done when they returned, %llu",
+			    &total, &at_once, &linked) == 3,
+		     "exit report not understood: %.160s", p);
 	/* Eight pageable DtoH copies (two per stream), each done on return. */
 	VE_CHECK_MSG(at_once >= 8 && total == at_once + linked,
 		     "%llu calls: %llu done at once, %llu linked", total, at_once, linked);
@@ -235,19 +245,10 @@ VE_TEST(barrier_done_at_once)
 
 static unsigned long long idle_sleeps(const char *spin)
 {
-	SH_PROG(path, "prog_shim_memory");
-	const char *argv[] = {path, "dtoh", NULL};
-	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 7,
-			    .env = {"VE_LOG_LEVEL=debug", spin}};
-	static struct sh_result r;
-	sh_run(argv, &o, &r);
-	if (r.rc != 0)
-		sh_dump(&r);
-	VE_CHECK_MSG(r.rc == 0, "prog_shim_memory dtoh exit %d (%s)", r.rc, spin);
-	const char *p = strstr(r.out, "exit: the dispatcher slept ");
+	const char *p = dtoh_exit_report(spin, "exit: the dispatcher slept ");
 	unsigned long long n = 0;
-	VE_CHECK_MSG(p && sscanf(p, "exit: the dispatcher slept %llu", &n) == 1,
-		     "no idle-sleep report (%s)", spin);
+	VE_CHECK_MSG(sscanf(p, "exit: the dispatcher slept %llu", &n) == 1,
+		     "exit report not understood (%s): %.100s", spin, p);
 	return n;
 }
 
