@@ -10,6 +10,7 @@
 #include "backend/cuda_desc.h"
 #include "runtime/knobs.h"
 #include "runtime/runtime.h"
+#include "ved/client.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -398,6 +399,16 @@ static void shim_atexit(void)
 		(unsigned long long)rs.dispatch.submit_failures);
 	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
 		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
+	struct ve_remote *rem = ve_runtime_remote(S->rt);
+	if (rem) {
+		/* ved's wake-ups cost a syscall each on the dispatcher thread:
+		 * how many this process paid (tests/shim/test_shim_ved.c). */
+		struct ve_remote_stats vs;
+		ve_remote_stats(rem, &vs);
+		VE_DEBUG(
+		    "exit: ved link: %llu samples sent without a doorbell, %llu doorbells rung",
+		    (unsigned long long)vs.samples_sent, (unsigned long long)vs.doorbells);
+	}
 	uint64_t gcopies, gfailed;
 	ve__gcopies_stats(&gcopies, &gfailed);
 	if (gcopies || gfailed)

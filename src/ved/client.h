@@ -69,6 +69,8 @@ struct ve_remote_stats {
 	uint64_t piped_sent; /* ops pipelined behind a ved binding (PIPED records) */
 	uint64_t dones_dropped; /* completions of ops a departed ved had bound */
 	uint64_t local_bindings, failovers, reconnects, doorbells, waiter_wakes;
+	/* SAMPLE records sent: run times for ved's profiles, without a doorbell */
+	uint64_t samples_sent;
 	int32_t client_id; /* ved's id for us, -1 in safe mode */
 	uint32_t mode;	   /* enum ve_remote_mode */
 	char policy[64];   /* ved's policy, or "whole (safe mode)" */
