@@ -15,6 +15,15 @@ struct client_state {
 };
 
 #define RECLAIM_SAMPLES 4096
+#define TAKES_MAX	8 /* takes a client may have draining at once; more are merged */
+
+/* Leaves taken from a client at one grant change, not known drained yet:
+ * a reclaim, timed on its own (reclaim latency = take -> these SMs free). */
+struct take {
+	uint64_t leaves;
+	uint64_t gen; /* the generation that took them: a report must have seen it */
+	uint64_t ns;  /* when */
+};
 
 /* Grant mode, per client (ve_policy.h "Grant mode"). */
 struct grant_client {
@@ -22,9 +31,9 @@ struct grant_client {
 	uint16_t want;	     /* the policy's target; differs from entry while its SMs drain */
 	uint8_t share, want_share;
 	uint64_t gen;	     /* bumped whenever entry changes */
-	uint64_t closing;    /* leaves taken away that may still run its work */
-	uint64_t close_gen;  /* the generation that took them away */
-	uint64_t close_ns;   /* when (reclaim latency) */
+	uint64_t closing;    /* leaves taken away that may still run its work: the takes' */
+	struct take take[TAKES_MAX];
+	uint32_t ntakes;
 	uint64_t want_ns;    /* when the target last changed */
 	struct ve_grant_report rep;
 	bool paused;	     /* stopped answering: no grant until it answers again */
@@ -32,6 +41,7 @@ struct grant_client {
 
 static int run_prepare(struct ve_coord *c, const struct ve_hint *h);
 static uint64_t inuse(const struct ve_coord *c, uint32_t k);
+static void take_add(struct ve_coord *c, struct grant_client *g, uint64_t lost);
 static uint64_t coord_now(const struct ve_coord *c);
 
 struct ve_coord {
@@ -297,12 +307,15 @@ int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags)
 	/* Generations only grow, across reuse of the slot too; leaves a former
 	 * client of this slot still drains stay closing. */
 	struct grant_client *g = &c->gc[client];
+	struct grant_client old = *g;
 	*g = (struct grant_client){.entry = VE_POOL_NONE,
 				   .want = VE_POOL_NONE,
-				   .gen = g->gen + 1,
-				   .closing = g->closing,
-				   .close_gen = g->closing ? g->gen + 1 : 0,
-				   .close_ns = g->close_ns};
+				   .gen = old.gen + 1,
+				   .closing = old.closing,
+				   .ntakes = old.ntakes};
+	for (uint32_t i = 0; i < old.ntakes; i++)
+		g->take[i] = (struct take){.leaves = old.take[i].leaves, .gen = g->gen,
+					   .ns = old.take[i].ns};
 	c->urgent = true;
 	if (c->pol->notify) {
 		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_ADDED, .client = client,
@@ -326,15 +339,15 @@ int ve_coord_client_remove(struct ve_coord *c, uint32_t client)
 	 * stay closing until its dispatcher reports them drained (a process that
 	 * died: ve_coord_client_forget, the driver ended its work). */
 	struct grant_client *g = &c->gc[client];
+	struct grant_client old = *g;
 	uint64_t left = inuse(c, client);
-	if (left && !g->closing)
-		g->close_ns = coord_now(c);
 	*g = (struct grant_client){.entry = VE_POOL_NONE,
 				   .want = VE_POOL_NONE,
-				   .gen = g->gen + 1,
-				   .closing = left,
-				   .close_gen = g->gen + 1,
-				   .close_ns = g->close_ns};
+				   .gen = old.gen + 1,
+				   .closing = old.closing,
+				   .ntakes = old.ntakes};
+	memcpy(g->take, old.take, sizeof(g->take));
+	take_add(c, g, left & ~old.closing);
 	c->urgent = true;
 	if (c->pol->notify) {
 		struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_REMOVED, .client = client};
@@ -734,6 +747,59 @@ static uint64_t inuse(const struct ve_coord *c, uint32_t k)
 	return leaves_of(c, g->entry) | g->rep.busy_leaves | g->closing;
 }
 
+static void reclaim_sample(struct ve_coord *c, uint64_t ns);
+
+/* Leaves just taken from g (generation g->gen): a take of their own, timed
+ * from now until its leaves are free. One time for all of a client's
+ * closing leaves (the first take's, until every taken leaf was free at
+ * once) made a chain of takes one sample: a client moved every few ms,
+ * each move waiting for a long kernel, never had them all free at once
+ * (the sim, test_dispatch: 30 ms and 528 ms where no single drain took
+ * longer than 6 and 49.5 ms), and the leaves of the first take stayed
+ * closing to everyone else until the last one drained. */
+static void take_add(struct ve_coord *c, struct grant_client *g, uint64_t lost)
+{
+	if (!lost)
+		return;
+	g->closing |= lost;
+	if (g->ntakes == TAKES_MAX) {
+		/* Full: into the newest (its time is earlier: timed long, not short). */
+		struct take *t = &g->take[TAKES_MAX - 1];
+		t->leaves |= lost;
+		t->gen = g->gen;
+		return;
+	}
+	g->take[g->ntakes++] = (struct take){.leaves = lost, .gen = g->gen, .ns = coord_now(c)};
+}
+
+/* Takes a report settles: one whose generation the client has seen keeps
+ * only the leaves it still reports busy (the rest are free for others now)
+ * and is timed when none is left. 'regranted' leaves are the client's own
+ * again (its new grant): no longer reclaimed, dropped untimed. */
+static void takes_settle(struct ve_coord *c, struct grant_client *g, uint64_t ack_gen,
+			 uint64_t busy, uint64_t regranted)
+{
+	uint64_t closing = 0;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < g->ntakes; i++) {
+		struct take t = g->take[i];
+		t.leaves &= ~regranted;
+		if (!t.leaves)
+			continue;
+		if (ack_gen >= t.gen) {
+			t.leaves &= busy;
+			if (!t.leaves) {
+				reclaim_sample(c, coord_now(c) - t.ns);
+				continue;
+			}
+		}
+		g->take[n++] = t;
+		closing |= t.leaves;
+	}
+	g->ntakes = n;
+	g->closing = closing;
+}
+
 static void reclaim_sample(struct ve_coord *c, uint64_t ns)
 {
 	c->reclaim_ns[c->nreclaim++ % RECLAIM_SAMPLES] = ns;
@@ -750,9 +816,7 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 		if (!g->closing)
 			return -ENOENT;
 		g->rep.busy_leaves = r->busy_leaves;
-		g->closing &= r->busy_leaves;
-		if (!g->closing)
-			reclaim_sample(c, coord_now(c) - g->close_ns);
+		takes_settle(c, g, UINT64_MAX, r->busy_leaves, 0);
 		return 0;
 	}
 	/* A report can only speak for leaves its grants covered: what it says
@@ -765,10 +829,8 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 	g->rep.busy_leaves &= may;
 	if (r->ack_gen < g->gen)
 		g->rep.busy_leaves |= leaves_of(c, g->entry);
-	if (g->closing && r->ack_gen >= g->close_gen && !(r->busy_leaves & g->closing)) {
-		reclaim_sample(c, coord_now(c) - g->close_ns);
-		g->closing = 0;
-	}
+	if (g->closing)
+		takes_settle(c, g, r->ack_gen, r->busy_leaves, 0);
 	if ((r->demand.flags & VE_DEMAND_WAITING) ||
 	    (r->demand.ready && g->entry == VE_POOL_NONE))
 		c->urgent = true;
@@ -792,6 +854,7 @@ void ve_coord_client_forget(struct ve_coord *c, uint32_t client)
 	if (g->entry != VE_POOL_NONE || g->closing || g->rep.busy_leaves) {
 		g->entry = g->want = VE_POOL_NONE;
 		g->closing = 0;
+		g->ntakes = 0;
 		g->rep.busy_leaves = 0;
 		g->gen++;
 		c->st.grant_changes++;
@@ -816,8 +879,7 @@ void ve_coord_client_drained(struct ve_coord *c, uint32_t client)
 	struct grant_client *g = &c->gc[client];
 	g->rep.busy_leaves &= leaves_of(c, g->entry);
 	if (g->closing) {
-		reclaim_sample(c, coord_now(c) - g->close_ns);
-		g->closing = 0;
+		takes_settle(c, g, UINT64_MAX, 0, 0);
 		c->urgent = true; /* someone may wait for these leaves */
 	}
 }
@@ -852,12 +914,7 @@ static void grant_take(struct ve_coord *c, uint32_t k, uint64_t keep)
 	g->entry = VE_POOL_NONE;
 	g->gen++;
 	c->st.grant_changes++;
-	if (lost) {
-		if (!g->closing)
-			g->close_ns = coord_now(c);
-		g->closing |= lost;
-		g->close_gen = g->gen;
-	}
+	take_add(c, g, lost);
 }
 
 /* Grants every pending target whose SMs no other client may still use. */
@@ -889,6 +946,8 @@ static int admit_pending(struct ve_coord *c)
 			g->entry = g->want;
 			g->share = g->want_share;
 			g->gen++;
+			if (g->closing)
+				takes_settle(c, g, 0, ~0ull, want);
 			c->st.grant_changes++;
 			changes++;
 		}

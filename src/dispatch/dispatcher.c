@@ -22,6 +22,7 @@
 #define DQ_CAP	      1024	/* candidates held back by their lane's bound */
 #define AVG_INIT_NS   10000ull	/* a lane's time per op before anything was measured */
 #define AVG_MIN_NS    500ull
+#define EST_SLOTS     4096	/* kernel run-time estimates (a direct-mapped cache) */
 #define NONE32	      UINT32_MAX
 
 struct inflight {
@@ -39,6 +40,7 @@ struct inflight {
 	uint8_t piped;
 	uint8_t granted; /* bound here to the client's grant: the coordinator counts no op */
 	uint8_t solo;	 /* reported by a marker of its own: its time is its own */
+	uint64_t pred_ns; /* what it adds to its lane's predicted work (lane_st.pred_ns) */
 };
 
 /* What the dispatcher knows of one backend lane. */
@@ -49,6 +51,7 @@ struct lane_st {
 	uint32_t nsub;	   /* ops submitted so far (profile sampling) */
 	uint8_t on_unm;	   /* listed in d->unm */
 	uint64_t avg_ns;   /* recent time per op: EWMA over reported completions */
+	uint64_t pred_ns;  /* predicted run time of the kernels in flight (lane_admits) */
 	uint64_t last_done_ns, last_submit_ns;
 	bool measured; /* a completion has timed an op here (avg_ns is no guess) */
 	uint64_t busy_ns; /* when it last went from idle to busy (watchdog) */
@@ -75,6 +78,15 @@ struct gclient {
 	uint64_t binds, done; /* compute ops bound to its grants, completed */
 };
 
+
+/* How long a kernel (profile key) ran the last time it was timed by a
+ * marker of its own, and on how many SMs: what submit-ahead predicts it
+ * takes (est_predict). */
+struct op_est {
+	uint64_t key;
+	uint64_t ns;
+	uint32_t sms;
+};
 
 /* A ready compute op waiting for a grant that can run it. */
 struct wop {
@@ -161,6 +173,7 @@ struct ve_dispatcher {
 	uint32_t wq_head, wq_n, wq_cap;
 	struct held *dq; /* candidates held back by their lane's bound */
 	uint32_t ndq;
+	struct op_est *est; /* [EST_SLOTS], by key */
 
 	/* thread */
 	pthread_t thr;
@@ -301,8 +314,9 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	d->wq_cap = d->cfg.max_inflight;
 	d->wq = calloc(d->wq_cap, sizeof(*d->wq));
 	d->dq = calloc(DQ_CAP, sizeof(*d->dq));
+	d->est = calloc(EST_SLOTS, sizeof(*d->est));
 	if (!d->inf || !d->hq || !d->pipe_count || !d->pipe_run || !d->ls || !d->unm ||
-	    !d->ent_inflight || !d->wq || !d->dq)
+	    !d->ent_inflight || !d->wq || !d->dq || !d->est)
 		goto enomem;
 	for (uint32_t i = 0; i < d->nls; i++) {
 		d->ls[i].id = i < d->copy_base
@@ -359,6 +373,7 @@ enomem:
 	free(d->ent_inflight);
 	free(d->wq);
 	free(d->dq);
+	free(d->est);
 	free(d);
 	return -ENOMEM;
 }
@@ -387,6 +402,7 @@ void ve_dispatcher_destroy(struct ve_dispatcher *d)
 	free(d->ent_inflight);
 	free(d->wq);
 	free(d->dq);
+	free(d->est);
 	free(d);
 }
 
@@ -449,11 +465,10 @@ static void inflight_free(struct ve_dispatcher *d, uint32_t i)
 	d->ninflight--;
 }
 
-/* How many ops a lane may hold: its recent time per op into the bound
- * (ahead_ns while other clients may need the SMs back, which bounds how
- * long a grant that shrinks takes to drain; ahead_alone_ns otherwise), at
- * least 2 (one running, one queued behind it so the GPU never waits for
- * this thread), at most ahead_max. */
+/* Roughly how many ops a lane holds: its recent time per op into the
+ * bound, at least 2, at most ahead_max. Only sets how often completion
+ * markers are written (submit_on); what a lane may hold is decided by
+ * lane_admits, from each kernel's own predicted time. */
 static uint32_t lane_room(const struct ve_dispatcher *d, const struct lane_st *L, bool contended)
 {
 	/* No completion measured on this lane yet: its time per op is a guess
@@ -469,6 +484,84 @@ static uint32_t lane_room(const struct ve_dispatcher *d, const struct lane_st *L
 	 * marker after each, so the next follows within a poll). */
 	uint64_t lo = contended && L->avg_ns > d->cfg.ahead_ns ? 1 : 2;
 	return (uint32_t)VE_MIN(VE_MAX(n, lo), (uint64_t)d->cfg.ahead_max);
+}
+
+static uint64_t ahead_bound(const struct ve_dispatcher *d, bool contended)
+{
+	return contended ? d->cfg.ahead_ns : VE_MAX(d->cfg.ahead_alone_ns, d->cfg.ahead_ns);
+}
+
+static uint32_t est_slot(uint64_t key)
+{
+	return (uint32_t)(ve__mix64(key) & (EST_SLOTS - 1));
+}
+
+/* How long kernel 'key' will take on 'sms' SMs, 0 if unknown. Timed on as
+ * many SMs or fewer: no longer than then. Timed on more: at most that much
+ * longer than then in proportion (when its blocks filled them all; a
+ * kernel that did not fill them is predicted too long, the safe side). */
+static uint64_t est_predict(const struct ve_dispatcher *d, uint64_t key, uint32_t sms)
+{
+	const struct op_est *e = &d->est[est_slot(key)];
+	if (e->key != key || !e->ns || !sms)
+		return 0;
+	return sms >= e->sms ? e->ns : e->ns * e->sms / sms;
+}
+
+static void est_learn(struct ve_dispatcher *d, uint64_t key, uint32_t sms, uint64_t ns)
+{
+	struct op_est *e = &d->est[est_slot(key)];
+	if (!ns || !sms)
+		return;
+	if (e->key != key || e->sms != sms || !e->ns) {
+		*e = (struct op_est){.key = key, .ns = ns, .sms = sms};
+		return;
+	}
+	/* Up at once, down slowly: a prediction too short lets too much in. */
+	e->ns = ns >= e->ns ? ns : (e->ns * 7 + ns) / 8;
+}
+
+/* What a kernel adds to its lane's predicted work: its prediction, or the
+ * whole bound while it has none (nothing but lane_admits' minimum joins
+ * it then). */
+static uint64_t lane_charge(const struct ve_dispatcher *d, uint64_t pred)
+{
+	return pred ? pred : ahead_bound(d, false);
+}
+
+/* Submit-ahead admission (grant mode): a lane holds kernels up to a time,
+ * their predicted run times summed, not a count. A count from the lane's
+ * average time per op let a training step's GEMMs (ms each) in behind its
+ * short elementwise kernels (us each): after 7 us kernels a lane took 21
+ * ops, four long ones among them, and a grant taken away waits for all of
+ * them (test_dispatch grant_ahead_bound_is_predicted_time_not_count). So
+ * while others may want the SMs back (contended) a lane takes a kernel if
+ * it is empty, if the predicted work stays within ahead_ns, or if it holds
+ * one kernel and the new one is predicted within ahead_ns (one running, one
+ * short one queued: the GPU never waits for this thread). A kernel with no
+ * prediction runs alone on its lane and is timed there. A drain then waits
+ * for the running kernel plus at most ahead_ns of queued work. Alone:
+ * ahead_alone_ns of predicted work, at least two kernels. */
+static bool lane_admits(const struct ve_dispatcher *d, const struct lane_st *L, uint64_t pred,
+			bool contended)
+{
+	if (!L->inflight)
+		return true;
+	if (L->inflight >= d->cfg.ahead_max)
+		return false;
+	if (!contended && L->inflight < 2)
+		return true;
+	if (!pred)
+		return false;
+	uint64_t bound = ahead_bound(d, contended);
+	return L->pred_ns + pred <= bound || (L->inflight == 1 && pred <= bound);
+}
+
+/* The prediction for a compute op on an entry, 0 if none. */
+static uint64_t op_predict(const struct ve_dispatcher *d, const struct ve_desc *desc,
+			   uint16_t entry)
+{
+	return entry < d->pool->nentries ? est_predict(d, desc->key, d->pool->e[entry].sms) : 0;
 }
 
 static uint32_t lane_index(const struct ve_dispatcher *d, uint32_t lane)
@@ -518,13 +611,16 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	 * holding few ops (long kernels) hears of completions while work is
 	 * still queued behind them: a quarter of its room. */
 	bool defer = false;
+	bool charged = L && cls == VE_CLASS_COMPUTE && entry != VE_LANE_COPY_ENTRY;
+	uint64_t pred = charged ? op_predict(d, desc, entry) : 0;
 	if (L && d->deferral && d->grant_mode && entry != VE_LANE_COPY_ENTRY) {
 		uint32_t every = VE_MIN(d->cfg.mark_every,
 					VE_MAX(1u, lane_room(d, L, d->gc[client].contended) / 4));
 		defer = L->unmarked + 1 < every;
 		/* One op in 64 right after a marker gets its own marker too: a
-		 * sample of its run time for the profiles (f->solo below). */
-		if (L->unmarked == 0 && (L->nsub % 64) == 0)
+		 * sample of its run time for the profiles (f->solo below). A
+		 * kernel with no prediction too: its time is learned from it. */
+		if ((L->unmarked == 0 && (L->nsub % 64) == 0) || (charged && !pred))
 			defer = false;
 	}
 	rc = defer ? d->b->ops->submit_deferred(d->b, lane, desc, i)
@@ -535,7 +631,9 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		return rc;
 	}
 	f->solo = !defer && (!L || L->unmarked == 0);
+	f->pred_ns = charged ? lane_charge(d, pred) : 0;
 	if (L) {
+		L->pred_ns += f->pred_ns;
 		L->nsub++;
 		L->last_submit_ns = d->b->ops->now(d->b);
 		if (!L->inflight++)
@@ -914,6 +1012,13 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		L->stuck = 0;
 		uint64_t from = VE_MAX(L->last_done_ns, cp->t_submit_ns);
 		uint64_t dt = cp->t_end_ns > from ? cp->t_end_ns - from : 0;
+		L->pred_ns = L->pred_ns > f.pred_ns ? L->pred_ns - f.pred_ns : 0;
+		/* A kernel with a marker of its own right after another marker:
+		 * dt is its own time (lane FIFO: it started when the one before
+		 * it ended, or when submitted), what lane_admits predicts from. */
+		if (f.solo && f.cls == VE_CLASS_COMPUTE && cp->status == 0 &&
+		    f.entry < d->pool->nentries)
+			est_learn(d, f.key, d->pool->e[f.entry].sms, dt);
 		/* The first measurement replaces the guess outright. */
 		L->avg_ns = L->measured ? (L->avg_ns * 15 + dt) / 16 : VE_MAX(dt, 1ull);
 		L->measured = true;
@@ -1048,7 +1153,8 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 		/* The bound is on kernels (it is what a drain waits for); a copy
 		 * rides behind its kernel at once, which also keeps a stream-memory
 		 * write from ever landing behind a wait it must release. */
-		if (compute && d->ls[li].inflight >= lane_room(d, &d->ls[li], d->gc[c].contended)) {
+		if (compute && !lane_admits(d, &d->ls[li], op_predict(d, desc, (uint16_t)entry),
+					    d->gc[c].contended)) {
 			d->st.ahead_full++;
 			return 1;
 		}
@@ -1434,9 +1540,11 @@ void ve_dispatcher_dump(struct ve_dispatcher *d, FILE *f)
 	}
 	for (uint32_t i = 0; i < d->nls; i++)
 		if (d->ls[i].inflight || d->ls[i].unmarked)
-			fprintf(f, "  lane %#x: %u in flight, %u unmarked, %.1f us per op\n",
-				d->ls[i].id, d->ls[i].inflight, d->ls[i].unmarked,
-				(double)d->ls[i].avg_ns / 1e3);
+			fprintf(f,
+				"  lane %#x: %u in flight (%.1f us predicted), %u unmarked, %.1f us "
+				"per op\n",
+				d->ls[i].id, d->ls[i].inflight, (double)d->ls[i].pred_ns / 1e3,
+				d->ls[i].unmarked, (double)d->ls[i].avg_ns / 1e3);
 }
 
 void ve_dispatcher_stats(struct ve_dispatcher *d, struct ve_dispatcher_stats *st)

@@ -1295,3 +1295,164 @@ VE_TEST(grant_ahead_unmeasured_lane_holds_two_kernels)
 		ve_vctx_destroy(v[c]);
 	b->ops->destroy(b);
 }
+
+/* Kernels of very different lengths on one stream, as a training step has:
+ * GEMMs back to back, then short elementwise kernels. RK_LONG takes 3 ms on
+ * the whole GPU (4 waves of 750 us), 49.5 ms on an 8-SM leaf; RK_SHORT 7 us
+ * anywhere. */
+#define RK_LONG	 0x300
+#define RK_SHORT 0x301
+
+static int rk_model(void *arg, const struct ve_desc *d, struct ve_sim_kernel_params *p)
+{
+	(void)arg;
+	p->blocks_per_sm = 1;
+	p->t_launch_ns = 2000;
+	p->t_wave_ns = d->u.k.fn == RK_LONG ? 750000 : 5000;
+	return 0;
+}
+
+static void rk_kernel(struct ve_desc *k, uint64_t fn)
+{
+	memset(k, 0, sizeof(*k));
+	k->kind = VE_OP_KERNEL;
+	k->u.k.fn = fn;
+	k->u.k.grid = (struct ve_dim3){fn == RK_LONG ? 132 * 4 : 8, 1, 1};
+	k->u.k.block = (struct ve_dim3){256, 1, 1};
+}
+
+/* Client 0's long kernels in flight, seen through the dispatcher's hooks. */
+struct rk_watch {
+	ve_tok longs[64];
+	uint32_t nlongs, inflight, max_inflight;
+};
+
+static void rk_on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
+			 const struct ve_desc *desc)
+{
+	struct rk_watch *w = arg;
+	(void)lane;
+	if (client != 0 || desc->kind != VE_OP_KERNEL || desc->u.k.fn != RK_LONG ||
+	    w->nlongs == VE_ARRAY_SIZE(w->longs))
+		return;
+	w->longs[w->nlongs++] = tok;
+	if (++w->inflight > w->max_inflight)
+		w->max_inflight = w->inflight;
+}
+
+static void rk_on_complete(void *arg, uint32_t client, ve_tok tok, uint32_t lane, int status)
+{
+	struct rk_watch *w = arg;
+	(void)lane;
+	(void)status;
+	for (uint32_t i = 0; client == 0 && i < w->nlongs; i++)
+		if (w->longs[i] == tok)
+			w->inflight--;
+}
+
+/* Two clients in grant mode, client 0 running 'iters' times [2 long, 10
+ * short] (after 'lead' short ones), client 1 short kernels; returns the
+ * coordinator's reclaim figures and the most long kernels client 0 had in
+ * flight at once. nleaves 2: two 66-SM leaves; else the H200 split. */
+static void rk_run(const char *policy, uint32_t nleaves, int lead, int iters,
+		   struct ve_coord_stats *cs, struct rk_watch *w)
+{
+	struct ve_sim_config sc;
+	ve_sim_config_default(&sc);
+	sc.seed = 5;
+	sc.kernel_model = rk_model;
+	if (nleaves == 2) {
+		sc.nleaves = 2;
+		sc.leaf_sms[0] = sc.leaf_sms[1] = 66;
+	}
+	struct ve_backend *b;
+	VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
+	char err[512] = "";
+	memset(w, 0, sizeof(*w));
+	struct ve_runtime_config rcfg = {.daemon = "0",
+					 .policy = policy,
+					 .max_clients = 2,
+					 .dispatch = {.host_inline = true,
+						      .ahead_ns = 150000,
+						      .ahead_max = 256,
+						      .on_submit = rk_on_submit,
+						      .on_complete = rk_on_complete,
+						      .observer_arg = w}};
+	struct ve_runtime *rt;
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+	struct ve_vctx *v[2];
+	ve_stream s[2];
+	for (int c = 0; c < 2; c++) {
+		struct ve_vctx_config vc = {.client_id = (uint32_t)c, .max_ops = 8192};
+		VE_CHECK_EQ(ve_vctx_create(&vc, &v[c]), 0);
+		VE_CHECK_EQ(ve_runtime_attach(rt, v[c], (uint32_t)c, 0), 0);
+		VE_CHECK_EQ(ve_vctx_stream_create(v[c], VE_STREAM_NON_BLOCKING, 0, &s[c]), 0);
+	}
+	struct ve_desc lk, sk;
+	rk_kernel(&lk, RK_LONG);
+	rk_kernel(&sk, RK_SHORT);
+	for (int i = 0; i < lead; i++)
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &sk, 0, NULL), 0);
+	for (int i = 0; i < iters; i++) {
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
+		for (int j = 0; j < 10; j++)
+			VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &sk, 0, NULL), 0);
+	}
+	for (int i = 0; i < 4000; i++)
+		VE_CHECK_EQ(ve_vctx_submit(v[1], s[1], &sk, 0, NULL), 0);
+	sim_drive_until_done(ve_runtime_dispatcher(rt), b, v, 2);
+	for (int c = 0; c < 2; c++)
+		VE_CHECK_EQ(ve_vctx_ctx_query(v[c]), 0);
+	ve_coord_stats(ve_runtime_coord(rt), cs);
+	printf("# %s, %u leaves: %llu reclaims, p50 %.1f us, p99 %.1f us, max %.1f us; at most "
+	       "%u long kernels of client 0 in flight; done at %.1f ms\n",
+	       policy, nleaves, (unsigned long long)cs->reclaims, cs->reclaim_ns_p50 / 1e3,
+	       cs->reclaim_ns_p99 / 1e3, cs->reclaim_ns_max / 1e3, w->max_inflight,
+	       ve_sim_now(b) / 1e6);
+	ve_runtime_destroy(rt);
+	for (int c = 0; c < 2; c++)
+		ve_vctx_destroy(v[c]);
+	b->ops->destroy(b);
+}
+
+/* The submit-ahead bound is predicted time, not a count. Counted from the
+ * lane's average time per op (7 us after the 40 short kernels) it let 21
+ * ops in, four long ones (6-6.75 ms) among them, all of which a grant taken away
+ * would wait for. Now a kernel with no prediction runs alone on its lane
+ * and is timed there, and one predicted longer than the bound (150 us)
+ * waits for the lane to empty: one long kernel in flight at a time (a
+ * short one may queue behind it), and no time lost (the same end time). */
+VE_TEST(grant_ahead_bound_is_predicted_time_not_count)
+{
+	struct ve_coord_stats cs;
+	struct rk_watch w;
+	rk_run("fixed", 16, 40, 8, &cs, &w);
+	VE_CHECK_EQ(w.nlongs, 16);
+	VE_CHECK_EQ(cs.reclaims, 0); /* fixed: a static split, nothing taken */
+	VE_CHECK_MSG(w.max_inflight == 1, "%u long kernels in flight on one lane at once",
+		     w.max_inflight);
+}
+
+/* Reclaim latency is timed per take: from the grant change that took some
+ * SMs to the report that those SMs are free. One time per client (the
+ * first take's, kept until every taken SM was free at once) made a chain
+ * of moves one sample: chaos moved client 0 every few ms while each move
+ * waited for its long kernel, and ved counted 30 ms (two 66-SM leaves) and
+ * 400 ms (the H200 split) where no single drain took longer than one long
+ * kernel on its leaf: 6 ms and 49.5 ms, which is now the maximum. */
+VE_TEST(grant_reclaim_timed_per_take_waits_for_one_kernel)
+{
+	struct ve_coord_stats cs;
+	struct rk_watch w;
+	rk_run("chaos", 2, 0, 30, &cs, &w);
+	VE_CHECK(cs.reclaims > 20);
+	VE_CHECK_MSG(cs.reclaim_ns_max <= 6000000 + 150000 + 20000,
+		     "reclaim max %.1f us with one 6 ms kernel running at a time",
+		     cs.reclaim_ns_max / 1e3);
+	rk_run("chaos", 16, 0, 30, &cs, &w);
+	VE_CHECK(cs.reclaims > 20);
+	VE_CHECK_MSG(cs.reclaim_ns_max <= 49500000 + 150000 + 20000,
+		     "reclaim max %.1f us with one 49.5 ms kernel running at a time",
+		     cs.reclaim_ns_max / 1e3);
+}

@@ -848,6 +848,77 @@ VE_TEST(fixed_leaves_gives_each_client_its_run_of_leaves)
 	}
 }
 
+static uint64_t granted_leaves(struct ve_coord *c, uint32_t k)
+{
+	uint16_t e = VE_POOL_NONE;
+	uint64_t gen;
+	VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+	return e == VE_POOL_NONE ? 0 : ve_coord_pool(c)->e[e].leaves;
+}
+
+/* Client k's dispatcher has seen its current grant and has work on 'busy'. */
+static void grant_report_busy(struct ve_coord *c, uint32_t k, uint64_t busy)
+{
+	uint16_t e = VE_POOL_NONE;
+	uint64_t gen = 0;
+	VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+	struct ve_grant_report r = {.ack_gen = gen, .busy_leaves = busy};
+	r.demand.entry = e;
+	VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
+}
+
+static void switch_policy(struct ve_coord *c, const char *spec, uint64_t now)
+{
+	char err[256] = "";
+	ve_coord_set_now(c, now);
+	VE_CHECK_MSG(ve_coord_set_policy(c, spec, err, sizeof(err)) == 0, "%s: %s", spec, err);
+	ve_coord_tick(c, true);
+}
+
+/* Each take (the SMs taken from a client at one grant change) is timed and
+ * handed on by itself. Client 0 goes from 8 leaves to 4 (take A, 0x00f0)
+ * at 10 ms and to 2 (take B, 0x000c) at 20 ms; at 30 ms its old kernel is
+ * done (A free) and one on leaves 0-3 still runs (B busy). A's reclaim took
+ * 20 ms, and client 1, which wants A, gets it. With one time and one set of
+ * closing leaves per client, A stayed closing until B drained (client 1
+ * waited) and the two were one sample, timed from 10 ms. */
+VE_TEST(grant_takes_timed_and_released_each_on_its_own)
+{
+	struct ve_coord *c = mk_coord("fixed:leaves=8/8", false, false);
+	add_clients(c, 2);
+	ve_coord_tick(c, true);
+	VE_CHECK_EQ(granted_leaves(c, 0), 0x00ff);
+	VE_CHECK_EQ(granted_leaves(c, 1), 0xff00);
+	grant_report_busy(c, 0, 0x00ff);
+	grant_report_busy(c, 1, 0xff00);
+	switch_policy(c, "fixed:leaves=4/12", 10000000);
+	VE_CHECK_EQ(granted_leaves(c, 0), 0x000f);
+	VE_CHECK_EQ(granted_leaves(c, 1), 0xff00); /* 0xfff0 once A is free */
+	grant_report_busy(c, 0, 0x00ff);
+	switch_policy(c, "fixed:leaves=2/14", 20000000);
+	VE_CHECK_EQ(granted_leaves(c, 0), 0x0003);
+	grant_report_busy(c, 0, 0x00ff);
+	struct ve_coord_stats st;
+	ve_coord_stats(c, &st);
+	VE_CHECK_EQ(st.reclaims, 0);
+	ve_coord_set_now(c, 30000000);
+	grant_report_busy(c, 0, 0x000f);
+	ve_coord_stats(c, &st);
+	VE_CHECK_EQ(st.reclaims, 1);
+	VE_CHECK_EQ(st.reclaim_ns_max, 20000000);
+	/* Client 1 back to 0xfff0 (client 0 to 0x000f, its own leaves): A is free. */
+	switch_policy(c, "fixed:leaves=4/12", 30000000);
+	VE_CHECK_EQ(granted_leaves(c, 0), 0x000f);
+	VE_CHECK_EQ(granted_leaves(c, 1), 0xfff0);
+	/* B came back to client 0 before it drained: no reclaim of it. */
+	ve_coord_set_now(c, 40000000);
+	grant_report_busy(c, 0, 0);
+	ve_coord_stats(c, &st);
+	VE_CHECK_EQ(st.reclaims, 1);
+	VE_CHECK_EQ(st.reclaim_ns_max, 20000000);
+	ve_coord_destroy(c);
+}
+
 VE_TEST(fixed_leaves_refuses_what_is_not_a_partition_of_the_leaves)
 {
 	/* The H200 pool has 16 leaves: every spec below is refused at create,
