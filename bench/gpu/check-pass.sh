@@ -8,13 +8,15 @@
 # utilization, compute processes): a GPU someone else uses makes every figure
 # wrong. Returns few files in OUTDIR: pass.txt (the tables), host.txt,
 # mixed-pass.json, logs.tgz (every log). The last lines are a short table.
-#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode
+#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode,coloc
 #                                               (default det,host,serve)
 # graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decode: greedy
 # decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
 # Knobs: MODES, TPOT_ARGS, SERVE_RUNS, SERVE_S, SERVE_BUDGET, SERVE_TIMEOUT (serve);
 # GRAPHS_ARGS (extra arguments of bench/gpu/graphs/run), GRAPHS_BUDGET,
-# GRAPHS_TIMEOUT; DECODE_BUDGET, DECODE_TIMEOUT.
+# GRAPHS_TIMEOUT; DECODE_BUDGET, DECODE_TIMEOUT; COLOC_PAIRS (default b,d),
+# COLOC_MODES (mps,ve_tput), COLOC_RUNS (3), COLOC_BUDGET (300) for coloc:
+# bench/gpu/coloc, 2 windows of 1.5 s per process start, coloc-pass.json.
 set -u
 OUTDIR=${1:-${OUT:-/tmp/ve-check}}
 PARTS=${2:-det,host,serve}
@@ -121,6 +123,16 @@ if has graphs; then
 	tail -12 "$W/graphs.txt"
 	gpu_state after-graphs
 fi
+if has coloc; then
+	note "colocated training: pairs ${COLOC_PAIRS:-b,d}, modes ${COLOC_MODES:-mps,ve_tput}"
+	timeout $(( ${COLOC_BUDGET:-300} + 40 )) python3 bench/gpu/coloc --pairs ${COLOC_PAIRS:-b,d} \
+		--modes ${COLOC_MODES:-mps,ve_tput} --runs ${COLOC_RUNS:-3} --windows 2 --window-s 1.5 --lead-s 4 \
+		--stop-after-s $(( ${COLOC_BUDGET:-300} - 15 )) --budget-s ${COLOC_BUDGET:-300} \
+		--outdir "$W/coloc" --out "$OUTDIR/coloc-pass.json" --no-plot >"$W/coloc.txt" 2>&1
+	tail -20 "$W/coloc.txt"
+	grep -h "grants:" "$W"/coloc/logs/*ved.log 2>/dev/null | head -20
+	gpu_state after-coloc
+fi
 if has decode; then
 	note "greedy decode: native, reshape, ve_chaos, mps_split, ve_tput"
 	timeout ${DECODE_TIMEOUT:-330} bash bench/gpu/decode --tokens 64 --budget-s ${DECODE_BUDGET:-300} \
@@ -137,6 +149,7 @@ note "summary"
 	[ -f "$W/host.txt" ] && cat "$W/host.txt"
 	[ -f "$W/mixed.txt" ] && grep -A9 "^mode " "$W/mixed.txt"
 	[ -f "$W/graphs.txt" ] && tail -6 "$W/graphs.txt"
+	[ -f "$W/coloc.txt" ] && tail -14 "$W/coloc.txt"
 	[ -f "$W/decode.txt" ] && grep -A7 "^mode " "$W/decode.txt"
 } | tee "$OUTDIR/pass.txt"
 exit 0
