@@ -8,7 +8,7 @@
 # utilization, compute processes): a GPU someone else uses makes every figure
 # wrong. Returns few files in OUTDIR: pass.txt (the tables), host.txt,
 # mixed-pass.json, logs.tgz (every log). The last lines are a short table.
-#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode,coloc
+#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode,coloc,infer
 #                                               (default det,host,serve)
 # graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decode: greedy
 # decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
@@ -16,7 +16,10 @@
 # GRAPHS_ARGS (extra arguments of bench/gpu/graphs/run), GRAPHS_BUDGET,
 # GRAPHS_TIMEOUT; DECODE_BUDGET, DECODE_TIMEOUT; COLOC_PAIRS (default b,d),
 # COLOC_MODES (mps,ve_tput), COLOC_RUNS (3), COLOC_BUDGET (300) for coloc:
-# bench/gpu/coloc, 2 windows of 1.5 s per process start, coloc-pass.json.
+# bench/gpu/coloc, 2 windows of 1.5 s per process start, coloc-pass.json;
+# INFER_ROUNDS (3) for infer: eager batch-1 inference latency
+# (bench/gpu/torch_infer_latency.py) natively and under ve-run, alternating,
+# infer.json with every run and the medians.
 set -u
 OUTDIR=${1:-${OUT:-/tmp/ve-check}}
 PARTS=${2:-det,host,serve}
@@ -133,6 +136,34 @@ if has coloc; then
 	grep -h "grants:" "$W"/coloc/logs/*ved.log 2>/dev/null | head -20
 	gpu_state after-coloc
 fi
+if has infer; then
+	note "eager inference latency: native and ve-run (tput), alternating"
+	: >"$W/infer.jsonl"
+	for r in $(seq "${INFER_ROUNDS:-3}"); do
+		for m in native tput; do
+			if [ $m = native ]; then
+				timeout 120 python3 bench/gpu/torch_infer_latency.py native >>"$W/infer.jsonl" 2>>"$W/infer.err"
+			else
+				timeout 120 build/ve-run --policy tput -- python3 bench/gpu/torch_infer_latency.py tput \
+					>>"$W/infer.jsonl" 2>>"$W/infer.err"
+			fi
+		done
+	done
+	python3 - "$W/infer.jsonl" "$OUTDIR/infer.json" <<'EOF' | tee "$W/infer.txt"
+import json, statistics, sys, time
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+out = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": "bench/gpu/torch_infer_latency.py, "
+       "native and ve-run --policy tput alternating, one process each", "runs": runs, "median": {}}
+for m in ("native", "tput"):
+    rs = [r for r in runs if r.get("mode") == m]
+    if rs:
+        out["median"][m] = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "p95_us", "p99_us")}
+        out["median"][m]["n"] = len(rs)
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+for m, v in out["median"].items():
+    print(f"infer {m:7s} median of {v['n']}: p50 {v['p50_us']:.1f} p95 {v['p95_us']:.1f} p99 {v['p99_us']:.1f} us")
+EOF
+fi
 if has decode; then
 	note "greedy decode: native, reshape, ve_chaos, mps_split, ve_tput"
 	timeout ${DECODE_TIMEOUT:-330} bash bench/gpu/decode --tokens 64 --budget-s ${DECODE_BUDGET:-300} \
@@ -150,6 +181,7 @@ note "summary"
 	[ -f "$W/mixed.txt" ] && grep -A9 "^mode " "$W/mixed.txt"
 	[ -f "$W/graphs.txt" ] && tail -6 "$W/graphs.txt"
 	[ -f "$W/coloc.txt" ] && tail -14 "$W/coloc.txt"
+	[ -f "$W/infer.txt" ] && cat "$W/infer.txt"
 	[ -f "$W/decode.txt" ] && grep -A7 "^mode " "$W/decode.txt"
 } | tee "$OUTDIR/pass.txt"
 exit 0
