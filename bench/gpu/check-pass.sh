@@ -8,7 +8,7 @@
 # utilization, compute processes): a GPU someone else uses makes every figure
 # wrong. Returns few files in OUTDIR: pass.txt (the tables), host.txt,
 # mixed-pass.json, logs.tgz (every log). The last lines are a short table.
-#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode,coloc,infer
+#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode,coloc,infer,preload
 #                                               (default det,host,serve)
 # graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decode: greedy
 # decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
@@ -19,7 +19,9 @@
 # bench/gpu/coloc, 2 windows of 1.5 s per process start, coloc-pass.json;
 # INFER_ROUNDS (3) for infer: eager batch-1 inference latency
 # (bench/gpu/torch_infer_latency.py) natively and under ve-run, alternating,
-# infer.json with every run and the medians.
+# infer.json with every run and the medians. preload: the dense training job
+# alone under ve-run with VE_PRELOAD=0 and 1 (kernels loaded by the shim,
+# driver submissions that held the dispatcher 1 ms or more).
 set -u
 OUTDIR=${1:-${OUT:-/tmp/ve-check}}
 PARTS=${2:-det,host,serve}
@@ -136,6 +138,20 @@ if has coloc; then
 	grep -h "grants:" "$W"/coloc/logs/*ved.log 2>/dev/null | head -20
 	gpu_state after-coloc
 fi
+if has preload; then
+	# Lazy loading's cost on the dispatcher thread: the dense training job
+	# alone under ve-run with the shim's preload off, then on; the exit lines
+	# say how many kernels the shim loaded and how many driver submissions
+	# held the dispatcher 1 ms or more.
+	note "kernel loading: dense training alone under ve-run, VE_PRELOAD=0 then 1"
+	for p in 0 1; do
+		VE_PRELOAD=$p VE_LOG_LEVEL=info timeout 120 build/ve-run --policy tput -- \
+			python3 bench/gpu/jobs/train.py dense --windows 1 --window-s 1.5 \
+			>"$W/preload-$p.out" 2>"$W/preload-$p.err"
+		echo "VE_PRELOAD=$p rc=$?: $(grep -ho 'kernels loaded on the launching.*' "$W/preload-$p.err" || echo 'no slow submissions, nothing preloaded')" |
+			tee -a "$W/preload.txt"
+	done
+fi
 if has infer; then
 	note "eager inference latency: native and ve-run (tput), alternating"
 	: >"$W/infer.jsonl"
@@ -182,6 +198,7 @@ note "summary"
 	[ -f "$W/graphs.txt" ] && tail -6 "$W/graphs.txt"
 	[ -f "$W/coloc.txt" ] && tail -14 "$W/coloc.txt"
 	[ -f "$W/infer.txt" ] && cat "$W/infer.txt"
+	[ -f "$W/preload.txt" ] && cat "$W/preload.txt"
 	[ -f "$W/decode.txt" ] && grep -A7 "^mode " "$W/decode.txt"
 } | tee "$OUTDIR/pass.txt"
 exit 0

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What Vitamin-E costs a program alone on the GPU, native and under ve-run in
 # the same run: the dependent-chain launch overhead (grant mode, the default,
-# and per-op binding) and eager batch-1 inference latency. About 2 minutes.
+# and per-op binding), the time of a step that synchronizes (a kernel of 0 or
+# 300 us, then cuStreamSynchronize: sync_step_overhead_us_t0/_t300) and eager
+# batch-1 inference latency. About 2 minutes.
 # Writes OUTDIR/overhead.json (bench/results/overhead.json's schema:
 # chain_overhead_us = ve - native, us per kernel) and logs; prints a table.
 #   bench/gpu/overhead.sh [OUTDIR]
@@ -58,6 +60,10 @@ for m in ("grant", "op"):
     v = L[m].get("chain_us_per_kernel_median")
     res[f"chain_overhead_us_{m}"] = round(v - n, 3) if (v and n) else None
 res["chain_overhead_us"] = res["chain_overhead_us_grant"]
+# A loop that synchronizes every step: extra us per step under ve-run (grant).
+for t in ("t0", "t300"):
+    a_, b_ = L["native"].get(f"sync_step_us_{t}_median"), L["grant"].get(f"sync_step_us_{t}_median")
+    res[f"sync_step_overhead_us_{t}"] = round(b_ - a_, 3) if (a_ and b_) else None
 a, b = I["native"], I["grant"]
 for k in ("p50_us", "p95_us", "p99_us"):
     if a.get(k) and b.get(k):
@@ -65,5 +71,9 @@ for k in ("p50_us", "p95_us", "p99_us"):
 json.dump(res, open(f"{out}/overhead.json", "w"), indent=1)
 print(f"chain us/kernel: native {n}, grant {L['grant'].get('chain_us_per_kernel_median')}, "
       f"per-op {L['op'].get('chain_us_per_kernel_median')}; chain_overhead_us {res['chain_overhead_us']}")
+print(f"synchronized steps, us each (native / grant / per-op): "
+      f"T=0 {L['native'].get('sync_step_us_t0_median')} / {L['grant'].get('sync_step_us_t0_median')} / "
+      f"{L['op'].get('sync_step_us_t0_median')}; T=300us {L['native'].get('sync_step_us_t300_median')} / "
+      f"{L['grant'].get('sync_step_us_t300_median')} / {L['op'].get('sync_step_us_t300_median')}")
 print("infer:", {m: {k: I[m].get(k) for k in ("p50_us", "p95_us", "p99_us")} for m in I})
 PY

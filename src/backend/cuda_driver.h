@@ -80,6 +80,9 @@
 	X(cuKernelGetParamInfo)                                                                    \
 	X(cuFuncGetName)                                                                           \
 	X(cuFuncGetAttribute)                                                                      \
+	X(cuFuncIsLoaded)                                                                          \
+	X(cuFuncLoad)                                                                              \
+	X(cuKernelGetFunction)                                                                     \
 	X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                             \
 	X(cuOccupancyMaxActiveClusters)                                                            \
 	X(cuMemAlloc)                                                                              \

@@ -70,6 +70,7 @@ struct ve_coord {
 	struct ve_grant_plan plan;
 	uint64_t reclaim_ns[RECLAIM_SAMPLES];
 	uint32_t nreclaim;
+	uint32_t slow_reclaims_logged; /* reclaims over 10 ms said in the log (at most 8) */
 	uint64_t watchdog_ns;
 };
 
@@ -789,7 +790,20 @@ static void takes_settle(struct ve_coord *c, struct grant_client *g, uint64_t ac
 		if (ack_gen >= t.gen) {
 			t.leaves &= busy;
 			if (!t.leaves) {
-				reclaim_sample(c, coord_now(c) - t.ns);
+				uint64_t ns = coord_now(c) - t.ns;
+				reclaim_sample(c, ns);
+				/* A slow one is worth a line (the first few): which client,
+				 * how much it still ran when it said so. */
+				if (ns >= 10000000ull && c->slow_reclaims_logged < 8) {
+					c->slow_reclaims_logged++;
+					VE_INFO("coord: SMs taken from client %u were free only after "
+						"%.1f ms (leaves %#llx; it reports %u ops in flight, "
+						"%u ready)",
+						(unsigned)(g - c->gc), (double)ns / 1e6,
+						(unsigned long long)g->take[i].leaves,
+						(unsigned)g->rep.demand.inflight,
+						(unsigned)g->rep.demand.ready);
+				}
 				continue;
 			}
 		}

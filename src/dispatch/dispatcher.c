@@ -623,8 +623,16 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		if ((L->unmarked == 0 && (L->nsub % 64) == 0) || (charged && !pred))
 			defer = false;
 	}
+	uint64_t t0 = d->b->ops->now(d->b);
 	rc = defer ? d->b->ops->submit_deferred(d->b, lane, desc, i)
 		   : d->b->ops->submit(d->b, lane, desc, i);
+	uint64_t t1 = d->b->ops->now(d->b);
+	if (t1 - t0 >= 1000000ull) {
+		d->st.slow_submits++;
+		d->st.slow_submit_ns += t1 - t0;
+	}
+	if (t1 - t0 > d->st.submit_ns_max)
+		d->st.submit_ns_max = t1 - t0;
 	if (rc) {
 		inflight_free(d, i);
 		d->st.submit_failures++;
@@ -635,7 +643,7 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	if (L) {
 		L->pred_ns += f->pred_ns;
 		L->nsub++;
-		L->last_submit_ns = d->b->ops->now(d->b);
+		L->last_submit_ns = t1;
 		if (!L->inflight++)
 			L->busy_ns = L->last_submit_ns;
 		if (defer) {
@@ -1407,6 +1415,10 @@ static void *dispatcher_main(void *arg)
 	/* Short sleeps between polls must stay short: the default 50 us timer
 	 * slack turns a 20 us sleep into ~70 us of completion latency. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	/* Busy from here on (the link said idle while the pool was created,
+	 * ve_runtime_create): stored before this thread first reads its grant. */
+	if (d->link.ops->idle)
+		L_CALL(d, idle, false);
 	while (atomic_load_explicit(&d->running, memory_order_acquire)) {
 		uint32_t seen = atomic_load_explicit(&d->wake_word, memory_order_acquire);
 		if (ve_dispatcher_poll(d) > 0) {

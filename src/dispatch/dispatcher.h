@@ -105,6 +105,10 @@ struct ve_dispatcher_stats {
 	uint64_t deferred, marks, flushes; /* completion markers saved, written, forced */
 	uint64_t watchdog_binds;	   /* ops the bind deadline sent to the root entry */
 	uint64_t stuck_lanes;		   /* lanes found without progress for the deadline */
+	/* Driver submissions that held this thread 1 ms or more (a kernel's
+	 * lazy loading, a driver lock): it neither polls nor answers the
+	 * coordinator meanwhile. */
+	uint64_t slow_submits, slow_submit_ns, submit_ns_max;
 };
 
 struct ve_dispatcher;

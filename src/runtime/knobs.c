@@ -12,7 +12,7 @@ const char *const ve_knobs[] = {
     "VE_WINDOW",      "VE_PIPE_BUDGET",	"VE_BIND",	  "VE_TICK_US",	     "VE_AHEAD_US",
     "VE_MARK_EVERY",  "VE_SYNC_SPIN_US", "VE_POLL_US", "VE_IDLE_SPIN_US", "VE_WATCHDOG_MS", "VE_TRACE",	     "VE_PROFILE",
     "VE_PROFILE_OUT", "VE_LOG_LEVEL",	"VE_LOG_FILE",	  "VE_LIBCUDA",	     "VE_COMPLETION",
-    "VE_LIB",	      "VE_DAEMON",	"VE_SOCKET_DIR",  "VE_GRAPHS",
+    "VE_LIB",	      "VE_DAEMON",	"VE_SOCKET_DIR",  "VE_GRAPHS",	     "VE_PRELOAD",
 };
 const size_t ve_nknobs = VE_ARRAY_SIZE(ve_knobs);
 

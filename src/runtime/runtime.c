@@ -144,6 +144,14 @@ int ve_runtime_create(const struct ve_runtime_config *cfg, struct ve_backend *b,
 	} else {
 		VE_INFO("coordinator: embedded (%s)", why);
 	}
+	/* Until its dispatcher runs, this process submits nothing: say so, so
+	 * that SMs ved takes from it are free at once. Creating the pool below
+	 * takes ~130 ms on the H200 (59 green contexts, 240 streams), and a
+	 * process that joined first held a grant through it: a second process
+	 * joining then waited 80-110 ms for SMs no one used. The dispatcher
+	 * clears this before its first pass (dispatcher_main). */
+	if (rt->link.ops->idle)
+		rt->link.ops->idle(rt->link.impl, true);
 	if (cfg->trace && ve_trace_create(0, &rt->trace))
 		rt->trace = NULL;
 	struct ve_dispatcher_config dc = cfg->dispatch;

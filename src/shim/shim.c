@@ -115,6 +115,8 @@ static int load_config(struct ve_shim_config *c)
 	c->watchdog_ms = v;
 	bad |= env_u64("VE_STRICT", 0, 0, 1, &v);
 	c->strict = (uint32_t)v;
+	bad |= env_u64("VE_PRELOAD", 1, 0, 1, &v);
+	c->preload = (uint32_t)v;
 	char bind[16];
 	env_str("VE_BIND", "grant", bind, sizeof(bind));
 	if (strcmp(bind, "op") == 0) {
@@ -397,6 +399,14 @@ static void shim_atexit(void)
 		(unsigned long long)rs.dispatch.copies, (unsigned long long)rs.dispatch.host_fns,
 		(unsigned long long)rs.link.bindings, (double)rs.link.decide_ns / 1e6,
 		(unsigned long long)rs.dispatch.submit_failures);
+	if (rs.dispatch.slow_submits || atomic_load(&S->preloaded))
+		VE_INFO("exit: %llu kernels loaded on the launching thread (VE_PRELOAD=%u); "
+			"%llu driver submissions held the dispatcher 1 ms or more (%.1f ms in "
+			"all, the longest %.1f ms)",
+			(unsigned long long)atomic_load(&S->preloaded), S->cfg.preload,
+			(unsigned long long)rs.dispatch.slow_submits,
+			(double)rs.dispatch.slow_submit_ns / 1e6,
+			(double)rs.dispatch.submit_ns_max / 1e6);
 	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
 		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
 	struct ve_remote *rem = ve_runtime_remote(S->rt);
@@ -662,6 +672,34 @@ static int query_layout(CUfunction f, uint32_t *pairs, uint32_t *n, uint32_t *to
 	return 0;
 }
 
+/* Lazy loading (the default since CUDA 12.2) loads a kernel's code at its
+ * first launch: milliseconds, and tens of them for a large library's
+ * fatbin. Natively the application's thread pays that inside its launch
+ * call. Here the launch reaches the driver later, on the dispatcher thread,
+ * which then stops submitting, polling and answering the coordinator for as
+ * long (a grant taken from this process waited ~100 ms at start-up on the
+ * H200). So the first launch of each function loads it here, on the
+ * caller's thread, as natively; the dispatcher's launch finds it loaded.
+ * Best effort: where the driver lacks these calls or refuses, the launch
+ * loads it as before. A CUkernel passed as a CUfunction is loaded through
+ * its function in the current context (green contexts share the primary
+ * context's modules). */
+static void preload_function(CUfunction f)
+{
+	if (!ve__shim.cfg.preload || !ve__real.cuFuncLoad || !ve__real.cuFuncIsLoaded)
+		return;
+	CUfunctionLoadingState st = CU_FUNCTION_LOADING_STATE_UNLOADED;
+	CUfunction fn = f;
+	if (ve__real.cuFuncIsLoaded(&st, f) != CUDA_SUCCESS) {
+		if (!ve__real.cuKernelGetFunction ||
+		    ve__real.cuKernelGetFunction(&fn, (CUkernel)f) != CUDA_SUCCESS ||
+		    ve__real.cuFuncIsLoaded(&st, fn) != CUDA_SUCCESS)
+			return;
+	}
+	if (st != CU_FUNCTION_LOADING_STATE_LOADED && ve__real.cuFuncLoad(fn) == CUDA_SUCCESS)
+		atomic_fetch_add_explicit(&ve__shim.preloaded, 1, memory_order_relaxed);
+}
+
 int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 {
 	uintptr_t k = (uintptr_t)f;
@@ -687,6 +725,7 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 			pthread_mutex_unlock(&pcache_lock);
 			return rc;
 		}
+		preload_function(f);
 		s->key = k;
 		s->nparams = n;
 		s->total = total;

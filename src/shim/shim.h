@@ -47,6 +47,7 @@ struct ve_shim_config {
 	uint64_t watchdog_ms; /* VE_WATCHDOG_MS: bind deadline, stuck-lane and sync-wait dumps */
 	uint32_t graphs;      /* VE_GRAPHS: enum ve_graphs_mode */
 	uint32_t strict;      /* VE_STRICT=1: any fallback at start is fatal */
+	uint32_t preload;     /* VE_PRELOAD: load a kernel on the launching thread (lazy loading) */
 };
 
 /* VE_GRAPHS: where graph launches run (src/shim/graph.c). */
@@ -78,6 +79,7 @@ struct ve_shim {
 	 * the logical order: done when they returned, or linked by an event. */
 	_Atomic uint64_t barrier_done_at_once;
 	_Atomic uint64_t barrier_linked;
+	_Atomic uint64_t preloaded; /* kernels loaded on the launching thread (VE_PRELOAD) */
 };
 
 extern struct ve_shim ve__shim;

@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FC_DEF(sym, decl, call)                                                                    \
 	CUresult CUDAAPI sym decl                                                                  \
@@ -317,6 +318,10 @@ CUresult CUDAAPI cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUd
 	if (!phCtx || flags != CU_GREEN_CTX_DEFAULT_STREAM ||
 	    !fakecuda__registry_is(desc, FC_T_DESC))
 		return CUDA_ERROR_INVALID_VALUE;
+	/* FAKECUDA_GREEN_CREATE_US: creation takes this long (the H200: ~2 ms
+	 * a green context with its streams, ~130 ms for a pool of 59). */
+	if (g_fc.green_create_us)
+		usleep((useconds_t)g_fc.green_create_us);
 	const struct fc_desc *dsc = (const struct fc_desc *)desc;
 	if (dsc->dev != dev)
 		return CUDA_ERROR_INVALID_VALUE;

@@ -142,6 +142,7 @@ struct fc_kentry {
 	size_t size[FAKECUDA_MAX_PARAMS];
 	size_t offset[FAKECUDA_MAX_PARAMS];
 	size_t total; /* bytes of the packed parameter buffer */
+	_Atomic int loaded; /* FAKECUDA_LOAD_US: its code loaded (modules are per device) */
 	struct fc_kentry *next;
 };
 
@@ -341,6 +342,10 @@ struct fc_global {
 	 * FAKECUDA_FAULT_LAUNCH_AT, FAKECUDA_FAULT_CODE): counted from 1. */
 	long fail_alloc_at, fail_launch_at, fault_launch_at;
 	int fault_code;
+	/* FAKECUDA_LOAD_US: lazy loading; a kernel's first launch (or cuFuncLoad)
+	 * takes this long in the calling thread. 0: every kernel loaded. */
+	long load_us;
+	long green_create_us; /* FAKECUDA_GREEN_CREATE_US: each cuGreenCtxCreate sleeps this long */
 	_Atomic long nallocs, nlaunches;
 };
 

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FC_DEF(sym, decl, call)                                                                    \
 	CUresult CUDAAPI sym decl                                                                  \
@@ -504,6 +505,43 @@ static CUresult callee(const void *h, struct fc_callee *out)
 	return CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* Lazy loading (FAKECUDA_LOAD_US): the first launch or cuFuncLoad of a
+ * kernel loads its code in the calling thread, once per process (green
+ * contexts share the primary context's modules). */
+static void load_code(struct fc_kentry *k)
+{
+	if (!g_fc.load_us || atomic_load(&k->loaded))
+		return;
+	int expected = 0;
+	if (atomic_compare_exchange_strong(&k->loaded, &expected, 1))
+		usleep((useconds_t)g_fc.load_us);
+}
+
+CUresult CUDAAPI cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
+{
+	FC_ENTER();
+	struct fc_callee ce;
+	CUresult r = callee(function, &ce);
+	if (r)
+		return r;
+	if (!state)
+		return CUDA_ERROR_INVALID_VALUE;
+	*state = !g_fc.load_us || atomic_load(&ce.k->loaded) ? CU_FUNCTION_LOADING_STATE_LOADED
+							      : CU_FUNCTION_LOADING_STATE_UNLOADED;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncLoad(CUfunction function)
+{
+	FC_ENTER();
+	struct fc_callee ce;
+	CUresult r = callee(function, &ce);
+	if (r)
+		return r;
+	load_code(ce.k);
+	return CUDA_SUCCESS;
+}
+
 static CUresult get_name(const char **name, const void *h)
 {
 	struct fc_callee ce;
@@ -816,6 +854,7 @@ static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void 
 	}
 	/* Injected errors: a launch refused at the call, or one that faults on
 	 * the device (sticky, like an illegal address). */
+	load_code((struct fc_kentry *)k);
 	long nth = atomic_fetch_add(&g_fc.nlaunches, 1) + 1;
 	if (g_fc.fail_launch_at && nth == g_fc.fail_launch_at)
 		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;

@@ -146,6 +146,8 @@ static const struct proc procs[] = {
 	P(cuFuncGetName, 12030, cuFuncGetName),
 	P(cuFuncGetParamInfo, 12040, cuFuncGetParamInfo),
 	P(cuFuncGetAttribute, 2020, cuFuncGetAttribute),
+	P(cuFuncIsLoaded, 12040, cuFuncIsLoaded),
+	P(cuFuncLoad, 12040, cuFuncLoad),
 	P(cuFuncSetAttribute, 9000, cuFuncSetAttribute),
 	P(cuFuncSetCacheConfig, 3000, cuFuncSetCacheConfig),
 	P(cuLibraryLoadData, 12000, cuLibraryLoadData),

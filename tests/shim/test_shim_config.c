@@ -203,15 +203,16 @@ VE_TEST(graph_binding)
 		     "module_graph: %ld on 132 SMs, %ld on 32, %ld else", on132, on32, other);
 }
 
-/* Runs prog_shim_memory "dtoh" (pageable and pinned copies, dozens of
- * synchronizations) under the shim with @env (NULL: none) and returns the exit report
- * that follows "exit: " on the line holding @needle, or fails the test. */
-static const char *dtoh_exit_report(const char *env, const char *needle)
+/* Runs prog_shim_memory "dtoh" (pageable and pinned copies, kernels, dozens
+ * of synchronizations) under the shim with @env and @env2 (NULL: none) and
+ * returns the exit report that follows "exit: " on the line holding @needle,
+ * or fails the test. */
+static const char *dtoh_exit_report(const char *env, const char *env2, const char *needle)
 {
 	SH_PROG(path, "prog_shim_memory");
 	const char *argv[] = {path, "dtoh", NULL};
 	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 6,
-			    .env = {"VE_LOG_LEVEL=debug", env}};
+			    .env = {"VE_LOG_LEVEL=debug", env, env ? env2 : NULL}};
 	static struct sh_result r;
 	sh_run(argv, &o, &r);
 	const char *p = strstr(r.out, needle);
@@ -232,7 +233,7 @@ static const char *dtoh_exit_report(const char *env, const char *needle)
  * "dtoh" checks the data and the order under every policy). */
 VE_TEST(barrier_done_at_once)
 {
-	const char *p = dtoh_exit_report(NULL, "ordered pass-through calls");
+	const char *p = dtoh_exit_report(NULL, NULL, "ordered pass-through calls");
 	unsigned long long total = 0, at_once = 0, linked = 0;
 	VE_CHECK_MSG(sscanf(p, "exit: %llu ordered pass-through calls (pageable copies and the "
 			       "like): %llu done when they returned, %llu",
@@ -245,7 +246,7 @@ VE_TEST(barrier_done_at_once)
 
 static unsigned long long idle_sleeps(const char *spin)
 {
-	const char *p = dtoh_exit_report(spin, "exit: the dispatcher slept ");
+	const char *p = dtoh_exit_report(spin, NULL, "exit: the dispatcher slept ");
 	unsigned long long n = 0;
 	VE_CHECK_MSG(sscanf(p, "exit: the dispatcher slept %llu", &n) == 1,
 		     "exit report not understood (%s): %.100s", spin, p);
@@ -262,6 +263,40 @@ VE_TEST(idle_spin)
 	unsigned long long spun = idle_sleeps("VE_IDLE_SPIN_US=100000");
 	VE_CHECK_MSG(none >= 10 && spun * 4 < none,
 		     "idle sleeps: %llu without the spin, %llu with a 100 ms spin", none, spun);
+}
+
+static void load_report(const char *preload, unsigned long long *loaded, double *longest_ms)
+{
+	const char *p = dtoh_exit_report("FAKECUDA_LOAD_US=40000", preload,
+					 "kernels loaded on the launching thread");
+	unsigned long long slow = 0;
+	double all = 0;
+	VE_CHECK_MSG(sscanf(p, "exit: %llu kernels loaded on the launching thread (VE_PRELOAD=%*u); "
+			       "%llu driver submissions held the dispatcher 1 ms or more (%lf ms in "
+			       "all, the longest %lf ms)",
+			    loaded, &slow, &all, longest_ms) == 4,
+		     "exit report not understood (%s): %.200s", preload, p);
+}
+
+/* VE_PRELOAD: under lazy loading a kernel's first launch loads its code
+ * (the fake: 40 ms). Natively the application's thread pays that; here the
+ * launch reaches the driver on the dispatcher thread, which would stop for
+ * as long (no polling, no answer to a grant taken away). The shim loads
+ * each function on the launching thread at its first launch instead, so no
+ * submission takes the loading time (a scheduling hiccup may still make one
+ * take a millisecond or two). */
+VE_TEST(preload_on_launching_thread)
+{
+	unsigned long long loaded = 0;
+	double longest = 0;
+	load_report("VE_PRELOAD=1", &loaded, &longest);
+	VE_CHECK_MSG(loaded >= 1 && longest < 30.0,
+		     "preload on: %llu kernels loaded by the shim, the longest submission %.1f ms",
+		     loaded, longest);
+	load_report("VE_PRELOAD=0", &loaded, &longest);
+	VE_CHECK_MSG(loaded == 0 && longest >= 39.0,
+		     "preload off: %llu kernels loaded by the shim, the longest submission %.1f ms",
+		     loaded, longest);
 }
 
 /* VE_TRACE: a Chrome trace that parses, one slice per launch. */
