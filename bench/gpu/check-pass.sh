@@ -17,7 +17,8 @@
 # GRAPHS_TIMEOUT; DECODE_BUDGET, DECODE_TIMEOUT; COLOC_PAIRS (default b,d),
 # COLOC_MODES (mps,ve_tput), COLOC_RUNS (3), COLOC_BUDGET (300) for coloc:
 # bench/gpu/coloc, 2 windows of 1.5 s per process start, coloc-pass.json;
-# INFER_ROUNDS (3) for infer: eager batch-1 inference latency
+# INFER_ROUNDS (3) and INFER_MODES ("native tput"; NAME=VE_X=v,... adds
+# ve-run tput with those settings) for infer: eager batch-1 inference latency
 # (bench/gpu/torch_infer_latency.py) natively and under ve-run, alternating,
 # infer.json with every run and the medians. preload: the dense training job
 # alone under ve-run with VE_PRELOAD=0 and 1 (kernels loaded by the shim,
@@ -155,12 +156,17 @@ fi
 if has infer; then
 	note "eager inference latency: native and ve-run (tput), alternating"
 	: >"$W/infer.jsonl"
+	# INFER_MODES: native, tput, or NAME=VE_X=v[,VE_Y=w] (ve-run tput with
+	# those settings), e.g. "native tput tput_spin0=VE_IDLE_SPIN_US=0".
 	for r in $(seq "${INFER_ROUNDS:-3}"); do
-		for m in native tput; do
-			if [ $m = native ]; then
+		for m in ${INFER_MODES:-native tput}; do
+			name=${m%%=*}
+			if [ "$m" = native ]; then
 				timeout 120 python3 bench/gpu/torch_infer_latency.py native >>"$W/infer.jsonl" 2>>"$W/infer.err"
 			else
-				timeout 120 build/ve-run --policy tput -- python3 bench/gpu/torch_infer_latency.py tput \
+				envs=""
+				[ "$name" != "$m" ] && envs=$(echo "${m#*=}" | tr ',' ' ')
+				timeout 120 env $envs build/ve-run --policy tput -- python3 bench/gpu/torch_infer_latency.py "$name" \
 					>>"$W/infer.jsonl" 2>>"$W/infer.err"
 			fi
 		done
@@ -170,14 +176,17 @@ import json, statistics, sys, time
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 out = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "what": "bench/gpu/torch_infer_latency.py, "
        "native and ve-run --policy tput alternating, one process each", "runs": runs, "median": {}}
-for m in ("native", "tput"):
+for m in dict.fromkeys(r.get("mode") for r in runs):
     rs = [r for r in runs if r.get("mode") == m]
     if rs:
         out["median"][m] = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "p95_us", "p99_us")}
         out["median"][m]["n"] = len(rs)
+        if all("slow_frac" in r for r in rs):
+            out["median"][m]["slow_frac"] = statistics.median(r["slow_frac"] for r in rs)
 json.dump(out, open(sys.argv[2], "w"), indent=1)
 for m, v in out["median"].items():
-    print(f"infer {m:7s} median of {v['n']}: p50 {v['p50_us']:.1f} p95 {v['p95_us']:.1f} p99 {v['p99_us']:.1f} us")
+    print(f"infer {m:12s} median of {v['n']}: p50 {v['p50_us']:.1f} p95 {v['p95_us']:.1f} p99 {v['p99_us']:.1f} us"
+          + (f", slow passes {v['slow_frac']:.1%}" if "slow_frac" in v else ""))
 EOF
 fi
 if has decode; then

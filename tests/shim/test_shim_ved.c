@@ -190,6 +190,27 @@ VE_TEST(shim_ved_found)
 	VE_CHECK_EQ(stop_ved(), 0);
 }
 
+/* prog_shim_busy under the shim through ved in a forked child, with extra
+ * environment @e1 and @e2 (NULL: none); the child's exit status says
+ * whether it passed. */
+static pid_t spawn_busy(const char *busy, unsigned seed, const char *e1, const char *e2)
+{
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct sh_opts o;
+		opts_for(&o, true);
+		o.seed = seed;
+		o.env[3] = e1;
+		o.env[4] = e1 ? e2 : NULL;
+		const char *argv[] = {busy, NULL};
+		sh_run(argv, &o, &g_res2);
+		if (g_res2.rc)
+			sh_dump(&g_res2);
+		_exit(g_res2.rc ? 1 : 0);
+	}
+	return kid;
+}
+
 VE_TEST(shim_ved_two)
 {
 	SH_PROG(p1, "prog_shim_streams");
@@ -237,18 +258,7 @@ static void latency_beside_busy(const char *cluster_env)
 	SH_PROG(busy, "prog_shim_busy");
 	SH_PROG(bursty, "prog_shim_bursty");
 	NEED_VED();
-	pid_t kid = fork();
-	if (kid == 0) {
-		struct sh_opts o;
-		opts_for(&o, true);
-		o.seed = 5;
-		o.env[3] = "VETEST_SECONDS=6";
-		const char *argv[] = {busy, NULL};
-		sh_run(argv, &o, &g_res2);
-		if (g_res2.rc)
-			sh_dump(&g_res2);
-		_exit(g_res2.rc ? 1 : 0);
-	}
+	pid_t kid = spawn_busy(busy, 5, "VETEST_SECONDS=6", NULL);
 	usleep(300000);
 	struct sh_opts o;
 	opts_for(&o, true);
@@ -323,19 +333,7 @@ VE_TEST(shim_ved_join_while_first_creates_pool)
 	g_ved_log = NULL;
 	if (!started)
 		VE_SKIP("no ved in $VE_BUILD");
-	pid_t kid = fork();
-	if (kid == 0) {
-		struct sh_opts o;
-		opts_for(&o, true);
-		o.seed = 8;
-		o.env[3] = "VETEST_SECONDS=2";
-		o.env[4] = "FAKECUDA_GREEN_CREATE_US=5000";
-		const char *argv[] = {busy, NULL};
-		sh_run(argv, &o, &g_res2);
-		if (g_res2.rc)
-			sh_dump(&g_res2);
-		_exit(g_res2.rc ? 1 : 0);
-	}
+	pid_t kid = spawn_busy(busy, 8, "VETEST_SECONDS=2", "FAKECUDA_GREEN_CREATE_US=5000");
 	usleep(120000); /* the first has joined and is creating its pool */
 	struct sh_opts o;
 	opts_for(&o, true);
@@ -380,18 +378,7 @@ VE_TEST(shim_ved_stopped_client)
 {
 	SH_PROG(busy, "prog_shim_busy");
 	NEED_VED();
-	pid_t kid = fork();
-	if (kid == 0) {
-		struct sh_opts o;
-		opts_for(&o, true);
-		o.seed = 7;
-		o.env[3] = "VETEST_SECONDS=4";
-		const char *argv[] = {busy, NULL};
-		sh_run(argv, &o, &g_res2);
-		if (g_res2.rc)
-			sh_dump(&g_res2);
-		_exit(g_res2.rc ? 1 : 0);
-	}
+	pid_t kid = spawn_busy(busy, 7, "VETEST_SECONDS=4", NULL);
 	/* The program (a grandchild: sh_run forks it) once it holds a grant. */
 	pid_t prog = 0;
 	for (int i = 0; i < 1500 && !prog; i++) {
