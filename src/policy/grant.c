@@ -79,7 +79,7 @@ static double utility(uint32_t sms, uint32_t want)
 
 void ve__grant_plan(const struct ve_grant_tables *t, const struct ve_pool *p, uint64_t avail,
 		    const uint32_t *clients, uint32_t n, const uint32_t *want, const uint32_t *min_sms,
-		    uint16_t *out)
+		    const double *weight, uint16_t *out)
 {
 	(void)clients;
 	/* 1. MinBind: in the given order (the caller puts urgent clients first). */
@@ -114,7 +114,8 @@ void ve__grant_plan(const struct ve_grant_tables *t, const struct ve_pool *p, ui
 			if (ce == VE_POOL_NONE)
 				continue;
 			uint64_t own = p->e[ce].leaves;
-			double uc = utility(p->e[ce].sms, want[i]);
+			double w = weight ? weight[i] : 1.0;
+			double uc = w * utility(p->e[ce].sms, want[i]);
 			double ratio = (double)p->e[ce].sms / (double)want[i];
 			const uint16_t *sup = t->sup + t->sup_off[ce];
 			for (uint32_t k = 0; k < t->sup_n[ce]; k++) {
@@ -122,7 +123,7 @@ void ve__grant_plan(const struct ve_grant_tables *t, const struct ve_pool *p, ui
 				if (p->e[f].leaves & ~(avail | own))
 					continue;
 				uint32_t step = p->e[f].sms - p->e[ce].sms;
-				double g = (utility(p->e[f].sms, want[i]) - uc) / (double)step;
+				double g = (w * utility(p->e[f].sms, want[i]) - uc) / (double)step;
 				if (g <= 0)
 					continue;
 				bool better = bi < 0 || g > best_g + 1e-9 ||
@@ -147,12 +148,12 @@ void ve__grant_plan(const struct ve_grant_tables *t, const struct ve_pool *p, ui
 }
 
 double ve__grant_utility(const struct ve_pool *p, uint32_t n, const uint32_t *want,
-			 const uint16_t *entries)
+			 const double *weight, const uint16_t *entries)
 {
 	double u = 0;
 	for (uint32_t i = 0; i < n; i++)
 		if (entries[i] != VE_POOL_NONE && entries[i] < p->nentries)
-			u += utility(p->e[entries[i]].sms, want[i]);
+			u += (weight ? weight[i] : 1.0) * utility(p->e[entries[i]].sms, want[i]);
 	return u;
 }
 

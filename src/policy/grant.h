@@ -36,17 +36,17 @@ uint32_t ve__grant_want(const struct ve_pool *p, const struct ve_client_demand *
  * free entry with at least min_sms[i] SMs (the one that leaves the largest
  * free subtree, so clients spread apart), then entries grow, one strict
  * superset at a time, by the largest gain of utility per SM added, where a
- * client's utility of m SMs is sqrt(min(m, want) / want); ties go to the
- * smallest step, then to the client with the smallest share of its want.
- * Leaves outside avail stay unused. out[i] is clients[i]'s entry, or
- * VE_POOL_NONE where nothing fits. */
+ * client's utility of m SMs is weight[i] * sqrt(min(m, want) / want)
+ * (weight NULL: 1 for all); ties go to the smallest step, then to the
+ * client with the smallest share of its want. Leaves outside avail stay
+ * unused. out[i] is clients[i]'s entry, or VE_POOL_NONE where nothing fits. */
 void ve__grant_plan(const struct ve_grant_tables *t, const struct ve_pool *p, uint64_t avail,
 		    const uint32_t *clients, uint32_t n, const uint32_t *want, const uint32_t *min_sms,
-		    uint16_t *out);
+		    const double *weight, uint16_t *out);
 
-/* Sum of the clients' utilities (above) under an assignment. */
+/* Sum of the clients' weighted utilities (above) under an assignment. */
 double ve__grant_utility(const struct ve_pool *p, uint32_t n, const uint32_t *want,
-			 const uint16_t *entries);
+			 const double *weight, const uint16_t *entries);
 
 /* The entry with exactly these SMs that contains all leaves of 'inside' and
  * none of 'outside' (VE_POOL_NONE if the pool has none). */

@@ -32,7 +32,9 @@ struct tput {
 	uint16_t *sup; /* strict supersets of each entry, ascending size */
 	/* grant mode */
 	struct ve_grant_tables gt;
-	uint64_t idle_ns;  /* a client keeps its grant this long after its last work */
+	uint64_t idle_ns;  /* a batch client keeps its grant this long after its last work */
+	uint64_t idle_short_ns; /* ... this long if its gaps usually outlast idle_ns */
+	uint64_t lat_idle_ns; /* ... a latency-class client this long */
 	double hysteresis; /* a new plan must beat the current one by this factor */
 	int share;	   /* 1: every active client on the whole GPU, shared (like MPS);
 			    * 2 (auto): so when every active client runs long kernels
@@ -43,7 +45,20 @@ struct tput {
 	bool shared;		/* auto: sharing now */
 	uint64_t share_flip_ns; /* auto: since when the test disagrees with 'shared' (0: it agrees) */
 	int alone;	      /* 1: a client alone keeps the widest entry, busy or idle */
+	/* Duty weighting: a client busy a smaller share of the time (host
+	 * phases, request gaps) weighs more when SMs are split, so its GPU
+	 * phases end sooner and its host phases overlap the others' work. */
+	double prio;	      /* weight = 1 + prio * (1 - duty); 0: equal weights */
+	uint64_t duty_tau_ns; /* time constant of the duty average */
+	double share_duty;    /* auto share: every client busy at least this share of the time */
+	double duty[VE_POLICY_MAX_CLIENTS];	 /* share of time with work ready or in flight */
+	uint64_t duty_ns[VE_POLICY_MAX_CLIENTS]; /* last update (0: not tracked) */
+	uint64_t gap_from[VE_POLICY_MAX_CLIENTS]; /* start of its current gap (0: busy) */
+	double gap_ns[VE_POLICY_MAX_CLIENTS];	  /* running average of its gap lengths */
 };
+
+/* The duty-based weight of client k (1 when duty weighting is off). */
+double ve__tput_weight(const struct tput *t, uint32_t k);
 
 int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tput **out);
 void ve__tput_destroy(struct tput *t);

@@ -441,6 +441,129 @@ VE_TEST(tput_grant_share_decision_holds_through_short_dips)
 	ve_coord_destroy(c);
 }
 
+/* Duty weighting: a client with host phases (busy part of the time) and a
+ * client busy all the time, both wanting the whole GPU. While both run, the
+ * one with gaps gets the larger part, so its GPU phases end sooner and more
+ * of its host time overlaps the other's kernels; with prio=0 (equal weights)
+ * the split is even. Sampled at 1 ms ticks for 1 s: the part-time client has
+ * work in 6 of every 10 ticks. */
+static uint32_t duty_split_sms(const char *args, bool latency, uint32_t *other)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	struct ve_policy_view vv = *ve_coord_view(c);
+	const struct ve_pool *p = vv.pool;
+	const struct ve_policy_ops *ops = ve_policy_builtin("tput");
+	void *priv = NULL;
+	VE_CHECK_EQ(ops->init(args, &vv, &priv), 0);
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
+	struct ve_grant_plan plan;
+	plan_clear(&plan);
+	const uint64_t ms = 1000000;
+	for (uint64_t i = 1; i <= 1000; i++) {
+		vv.now_ns = i * ms;
+		bool busy = i % 10 < 6;
+		dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy ? 4 : 0,
+						   .want_sms = 132, .active_ns = vv.now_ns,
+						   .entry = plan.entry[0], .op_us = 100};
+		dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						   .active_ns = vv.now_ns, .entry = plan.entry[1],
+						   .op_us = 100,
+						   .flags = latency ? VE_DEMAND_LATENCY : 0};
+		VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
+	}
+	/* Both wanting SMs now, the part-time one waiting: a fresh decision. */
+	vv.now_ns += ms;
+	dem[0].ready = 1;
+	dem[0].flags = VE_DEMAND_WAITING;
+	dem[0].entry = VE_POOL_NONE;
+	plan.entry[0] = VE_POOL_NONE;
+	VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
+	VE_CHECK(plan.entry[0] != VE_POOL_NONE && plan.entry[1] != VE_POOL_NONE);
+	VE_CHECK_EQ(p->e[plan.entry[0]].leaves & p->e[plan.entry[1]].leaves, 0);
+	uint32_t sms = p->e[plan.entry[0]].sms;
+	*other = p->e[plan.entry[1]].sms;
+	ops->fini(priv);
+	ve_coord_destroy(c);
+	return sms;
+}
+
+VE_TEST(tput_grant_part_time_client_gets_the_larger_part)
+{
+	uint32_t other = 0;
+	uint32_t even = duty_split_sms("prio=0", false, &other);
+	VE_CHECK(even <= other + 4 && other <= even + 4);
+	uint32_t weighted = duty_split_sms("", false, &other);
+	VE_CHECK_MSG(weighted >= 96 && other <= 36, "part-time %u SMs, full-time %u", weighted,
+		     other);
+	/* Beside a latency client, no weights: the batch client with gaps took
+	 * the decode server's SMs (ve-sim llm-serving, TPOT violations 1% ->
+	 * 40%). */
+	even = duty_split_sms("", true, &other);
+	VE_CHECK_MSG(even <= other + 4 && other <= even + 4, "batch %u SMs, latency %u", even,
+		     other);
+	/* Knob values are checked. */
+	struct ve_coord *c = mk_coord("tput", false, false);
+	void *priv = NULL;
+	VE_CHECK_EQ(ve_policy_builtin("tput")->init("prio=-1", ve_coord_view(c), &priv), -EINVAL);
+	VE_CHECK_EQ(ve_policy_builtin("tput")->init("duty_ms=0", ve_coord_view(c), &priv), -EINVAL);
+	ve_coord_destroy(c);
+}
+
+/* The hold after a batch client's last work: idle_ms (10) while its gaps are
+ * short, idle_short_ms (2) once they usually outlast idle_ms (host phases),
+ * so a partner gets the SMs early. Client 0 runs busy_ms, idles gap_ms, over
+ * and over, beside an always-busy client 1; returns whether client 0 still
+ * holds a grant 5 ms after its last busy tick. */
+static bool holds_5ms_into_gap(const char *args, uint64_t busy_ms, uint64_t gap_ms)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	struct ve_policy_view vv = *ve_coord_view(c);
+	const struct ve_policy_ops *ops = ve_policy_builtin("tput");
+	void *priv = NULL;
+	VE_CHECK_EQ(ops->init(args, &vv, &priv), 0);
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
+	struct ve_grant_plan plan;
+	plan_clear(&plan);
+	const uint64_t ms = 1000000;
+	uint64_t period = busy_ms + gap_ms, last_busy = 0, t = 0;
+	bool held = false;
+	for (uint64_t i = 1; i <= 20 * period + busy_ms + 4; i++) {
+		t = i * ms;
+		vv.now_ns = t;
+		bool busy = (i % period) < busy_ms;
+		if (busy)
+			last_busy = t;
+		dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy,
+						   .want_sms = 132, .active_ns = last_busy,
+						   .entry = plan.entry[0], .op_us = 100,
+						   .flags = busy && plan.entry[0] == VE_POOL_NONE
+								    ? VE_DEMAND_WAITING
+								    : 0};
+		dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						   .active_ns = t, .entry = plan.entry[1],
+						   .op_us = 100};
+		VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
+		held = plan.entry[0] != VE_POOL_NONE;
+	}
+	/* The loop ended 5 ms after the last busy tick (i = 20 periods + busy_ms + 4). */
+	VE_CHECK(t - last_busy == 5 * ms);
+	ops->fini(priv);
+	ve_coord_destroy(c);
+	return held;
+}
+
+VE_TEST(tput_grant_hold_short_for_clients_with_long_gaps)
+{
+	/* Host phases of 15 ms: the SMs go back 2 ms into a gap. */
+	VE_CHECK(!holds_5ms_into_gap("", 20, 15));
+	/* The same with the short hold off (idle_short_ms = idle_ms). */
+	VE_CHECK(holds_5ms_into_gap("idle_short_ms=10", 20, 15));
+	/* Gaps of 6 ms (shorter than idle_ms): held through them. */
+	VE_CHECK(holds_5ms_into_gap("", 20, 6));
+}
+
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
 {
 	struct ve_coord *c = mk_coord("tput", false, false);
