@@ -1105,6 +1105,17 @@ int ve_vctx_event_generation(struct ve_vctx *v, ve_event eh, uint64_t *gen, ve_t
 	return e ? 0 : -ENOENT;
 }
 
+bool ve_vctx_event_record_current(struct ve_vctx *v, uint32_t event_idx, uint64_t generation)
+{
+	if (!v || event_idx >= v->cfg.max_events)
+		return false;
+	pthread_mutex_lock(&v->lock);
+	bool cur = v->events[event_idx].state == OBJ_LIVE &&
+		   v->events[event_idx].generation == generation;
+	pthread_mutex_unlock(&v->lock);
+	return cur;
+}
+
 /* ------------------------------------------------------------------ cross-vctx waits */
 
 /* A wait marker on stream sh: an inline op with the stream's predecessors

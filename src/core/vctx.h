@@ -124,6 +124,9 @@ int ve_vctx_event_sync(struct ve_vctx *v, ve_event e);
  * complete, -EINVAL if either has timing disabled. */
 int ve_vctx_event_elapsed(struct ve_vctx *v, ve_event start, ve_event end, float *ms);
 int ve_vctx_event_generation(struct ve_vctx *v, ve_event e, uint64_t *gen, ve_tok *tok);
+/* Whether 'generation' (a record op's) is still the current record of event
+ * slot event_idx: false once the event was recorded again or destroyed. */
+bool ve_vctx_event_record_current(struct ve_vctx *v, uint32_t event_idx, uint64_t generation);
 
 /* ---- operations ---- */
 /* Record one op on stream s with its stream/default-stream predecessors
