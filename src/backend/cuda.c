@@ -120,6 +120,8 @@ struct entry {
 struct cu_backend {
 	struct ve_backend base; /* first: b->ops works */
 	struct ve_cuda_config cfg;
+	ve_cuda_record_current_fn record_current; /* NULL: every timed record reaches the driver */
+	void *record_current_arg;
 	uint64_t gen; /* names this backend in the per-thread binding */
 	CUdevice dev;
 	CUcontext primary;
@@ -674,6 +676,11 @@ static int32_t enqueue(struct cu_backend *b, struct lane *l, const struct ve_des
 	case VE_OP_EVENT_RECORD:
 		if (!d->u.ev.app_event)
 			return 0; /* an untimed marker: the completion marker is all it needs */
+		/* Superseded by a later record of its event: as an untimed marker
+		 * (ve_cuda_backend_set_record_filter). */
+		if (b->record_current &&
+		    !b->record_current(b->record_current_arg, d->u.ev.event_idx, d->u.ev.generation))
+			return 0;
 		return CU(cuEventRecord, (CUevent)(uintptr_t)d->u.ev.app_event, l->s);
 	case VE_OP_EVENT_WAIT:
 		return 0; /* satisfied by lane order: its predecessors completed first */
@@ -1431,4 +1438,15 @@ CUcontext ve_cuda_backend_primary(struct ve_backend *vb)
 {
 	struct cu_backend *b = to_cu(vb);
 	return b ? b->primary : NULL;
+}
+
+int ve_cuda_backend_set_record_filter(struct ve_backend *vb, ve_cuda_record_current_fn fn,
+				      void *arg)
+{
+	struct cu_backend *b = to_cu(vb);
+	if (!b)
+		return -EINVAL;
+	b->record_current_arg = arg;
+	b->record_current = fn;
+	return 0;
 }

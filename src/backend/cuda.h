@@ -137,4 +137,16 @@ int ve_cuda_backend_entry_ctx(struct ve_backend *b, uint32_t idx, CUgreenCtx *g,
 /* The primary context the backend works in. */
 CUcontext ve_cuda_backend_primary(struct ve_backend *b);
 
+/* Whether a timed record op (its event slot and generation) is still its
+ * event's current record when it reaches the driver. The vctx answers it
+ * (ve_vctx_event_record_current). */
+typedef bool (*ve_cuda_record_current_fn)(void *arg, uint32_t event_idx, uint64_t generation);
+/* With fn set, a timed record that is no longer current is enqueued as an
+ * untimed marker: its real cuEventRecord, issued after a later record of the
+ * same event (it waited for its predecessors), would overwrite that one's
+ * state, and cuEventElapsedTime would return the superseded time. -EINVAL
+ * if b is not a CUDA backend. */
+int ve_cuda_backend_set_record_filter(struct ve_backend *b, ve_cuda_record_current_fn fn,
+				      void *arg);
+
 #endif

@@ -623,19 +623,6 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		if ((L->unmarked == 0 && (L->nsub % 64) == 0) || (charged && !pred))
 			defer = false;
 	}
-	/* A timed record whose event was recorded again since (or destroyed)
-	 * reaches the driver as an untimed marker: its real cuEventRecord,
-	 * issued after the later record's (it waited for its predecessors),
-	 * would overwrite the event's state, and cuEventElapsedTime would
-	 * return the superseded time. Its completion still orders what waits
-	 * on its generation. The stand-in is static: backends may keep the
-	 * descriptor until the op completes. */
-	static const struct ve_desc untimed_record = {.kind = VE_OP_EVENT_RECORD};
-	if (desc->kind == VE_OP_EVENT_RECORD && desc->u.ev.app_event &&
-	    !ve_vctx_event_record_current(v, desc->u.ev.event_idx, desc->u.ev.generation)) {
-		desc = &untimed_record;
-		d->st.records_superseded++;
-	}
 	uint64_t t0 = d->b->ops->now(d->b);
 	rc = defer ? d->b->ops->submit_deferred(d->b, lane, desc, i)
 		   : d->b->ops->submit(d->b, lane, desc, i);

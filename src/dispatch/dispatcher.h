@@ -109,7 +109,6 @@ struct ve_dispatcher_stats {
 	 * lazy loading, a driver lock): it neither polls nor answers the
 	 * coordinator meanwhile. */
 	uint64_t slow_submits, slow_submit_ns, submit_ns_max;
-	uint64_t records_superseded; /* timed records sent untimed: their event was recorded again */
 };
 
 struct ve_dispatcher;

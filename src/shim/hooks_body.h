@@ -691,6 +691,10 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 	 * sticky error of a later sync (prog_shim_launch "launch_errors"). */
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
+	const uint32_t g3[3] = {grid.x, grid.y, grid.z}, b3[3] = {block.x, block.y, block.z};
+	CUresult lr = ve__check_launch_config(f, g3, b3, smem);
+	if (lr != CUDA_SUCCESS)
+		return lr;
 	d->kind = VE_OP_KERNEL;
 	d->u.k.fn = (uint64_t)(uintptr_t)f;
 	d->u.k.grid = grid;
@@ -710,6 +714,21 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 			d->u.k.cluster[1] = attrs[i].value.clusterDim.y;
 			d->u.k.cluster[2] = attrs[i].value.clusterDim.z;
 		}
+	}
+	const uint32_t *cl = d->u.k.cluster;
+	if (cl[0] || cl[1] || cl[2]) {
+		/* As the driver, at the call: no dimension 0, at most 8 blocks (16
+		 * where the function allows non-portable sizes). */
+		uint64_t n = (uint64_t)cl[0] * cl[1] * cl[2];
+		if (!n || n > 16)
+			return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+		int np = 0;
+		if (n > 8 &&
+		    (VE_CALL0(cuFuncGetAttribute,
+			      (&np, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, f)) !=
+			 CUDA_SUCCESS ||
+		     !np))
+			return CUDA_ERROR_INVALID_CLUSTER_SIZE;
 	}
 	if (cluster_size(d->u.k.cluster) > 1 &&
 	    (grid.x % (d->u.k.cluster[0] ? d->u.k.cluster[0] : 1) ||

@@ -246,6 +246,13 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .idle_spin_ns = S->cfg.idle_spin_us * 1000};
 	rc->trace = S->cfg.trace[0] != 0;
 }
+/* The backend asks, for a timed record, whether its event was recorded
+ * again since (ve_cuda_backend_set_record_filter). */
+static bool record_current(void *arg, uint32_t event_idx, uint64_t generation)
+{
+	return ve_vctx_event_record_current(arg, event_idx, generation);
+}
+
 
 static int start_runtime(struct ve_shim *S)
 {
@@ -283,6 +290,7 @@ static int start_runtime(struct ve_shim *S)
 	rc = ve_vctx_create(&vc, &S->v);
 	if (rc)
 		return rc;
+	ve_cuda_backend_set_record_filter(S->backend, record_current, S->v);
 	struct ve_runtime_config rcfg;
 	runtime_config(S, &rcfg);
 	uint64_t t0 = ve__now_ns();
@@ -698,6 +706,62 @@ static void preload_function(CUfunction f)
 	}
 	if (st != CU_FUNCTION_LOADING_STATE_LOADED && ve__real.cuFuncLoad(fn) == CUDA_SUCCESS)
 		atomic_fetch_add_explicit(&ve__shim.preloaded, 1, memory_order_relaxed);
+}
+
+/* The device's launch limits, read at the first launch (0: unknown, not
+ * checked). */
+static struct {
+	_Atomic int state; /* 0 not read, 1 read */
+	uint32_t block[3], threads, grid[3];
+} lim;
+
+static uint32_t dev_attr(CUdevice_attribute a)
+{
+	int v = 0;
+	if (!ve__real.cuDeviceGetAttribute ||
+	    ve__real.cuDeviceGetAttribute(&v, a, ve__shim.dev) != CUDA_SUCCESS || v <= 0)
+		return 0;
+	return (uint32_t)v;
+}
+
+static void limits_read(void)
+{
+	/* Racing first launches read the same values: no lock needed. */
+	lim.block[0] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+	lim.block[1] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+	lim.block[2] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+	lim.threads = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+	lim.grid[0] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+	lim.grid[1] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+	lim.grid[2] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+	atomic_store_explicit(&lim.state, 1, memory_order_release);
+}
+
+CUresult ve__check_launch_config(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
+				 unsigned smem)
+{
+	if (!atomic_load_explicit(&lim.state, memory_order_acquire))
+		limits_read();
+	uint64_t threads = 1;
+	for (int i = 0; i < 3; i++) {
+		if (!grid[i] || !block[i] || (lim.grid[i] && grid[i] > lim.grid[i]) ||
+		    (lim.block[i] && block[i] > lim.block[i]))
+			return CUDA_ERROR_INVALID_VALUE;
+		threads *= block[i];
+	}
+	if (lim.threads && threads > lim.threads)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Up to 48 KiB of dynamic shared memory is always allowed; beyond it,
+	 * the function's current limit (cuFuncSetAttribute may raise it at any
+	 * time, so it is asked, not cached: only such launches pay the call). */
+	if (smem > 48u * 1024u && ve__real.cuFuncGetAttribute) {
+		int max_dyn = 0;
+		if (ve__real.cuFuncGetAttribute(&max_dyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+						f) == CUDA_SUCCESS &&
+		    max_dyn >= 0 && smem > (unsigned)max_dyn)
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
 }
 
 int ve__param_layout(CUfunction f, struct ve_param_layout *out)

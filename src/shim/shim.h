@@ -141,6 +141,12 @@ struct ve_param_layout {
 	const uint32_t *pairs; /* nparams (offset, size) pairs */
 };
 int ve__param_layout(CUfunction f, struct ve_param_layout *out);
+/* The launch configuration limits the driver checks at the call (grid and
+ * block dimensions against the device's, dynamic shared memory against the
+ * function's): CUDA_SUCCESS or the driver's error, so a bad launch fails at
+ * its call instead of as a sticky error at a later sync. */
+CUresult ve__check_launch_config(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
+				 unsigned smem);
 
 /* ---- stream resolution ---- */
 /* What a CUstream argument means for the vctx. */

@@ -345,6 +345,26 @@ static void t_launch_errors(void)
 	CK(cuMemFree(b));
 }
 
+/* A one-dimensional launch of 'grid' blocks of 'block' threads on s with one cluster
+ * attribute of cx x cy x 1 blocks. */
+static void cluster_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, CUstream s, unsigned grid,
+			   unsigned block, unsigned cx, unsigned cy)
+{
+	memset(at, 0, sizeof(*at));
+	at->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+	at->value.clusterDim.x = cx;
+	at->value.clusterDim.y = cy;
+	at->value.clusterDim.z = 1;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->gridDimX = grid;
+	cfg->gridDimY = cfg->gridDimZ = 1;
+	cfg->blockDimX = block;
+	cfg->blockDimY = cfg->blockDimZ = 1;
+	cfg->hStream = s;
+	cfg->attrs = at;
+	cfg->numAttrs = 1;
+}
+
 /* The same, for errors found in the launch configuration and in the extra buffer. */
 static void t_config_errors(void)
 {
@@ -391,18 +411,8 @@ static void t_config_errors(void)
 	      CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
 	void *args[] = {&dp};
 	CUlaunchAttribute at[1];
-	memset(at, 0, sizeof(at));
-	at[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-	at[0].value.clusterDim.x = 2;
-	at[0].value.clusterDim.y = at[0].value.clusterDim.z = 1;
-	CUlaunchConfig cfg = {0};
-	cfg.gridDimX = 63; /* not a multiple of the cluster */
-	cfg.gridDimY = cfg.gridDimZ = 1;
-	cfg.blockDimX = 128;
-	cfg.blockDimY = cfg.blockDimZ = 1;
-	cfg.hStream = s;
-	cfg.attrs = at;
-	cfg.numAttrs = 1;
+	CUlaunchConfig cfg;
+	cluster_config(&cfg, at, s, 63, 128, 2, 1); /* grid not a multiple of the cluster */
 	CK_IS(cuLaunchKernelEx(&cfg, f_probe, args, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
 	int sms = 0;
 	CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
@@ -420,9 +430,8 @@ static void t_config_errors(void)
 	CK(cuMemFreeHost(pr));
 }
 
-/* A block larger than the device allows. Known to fail under Vitamin-E: the shim does not
- * check block limits at the call, so the driver's refusal at submission becomes a sticky
- * error (see docs/semantics.md, "Errors"); the harness runs it natively only. */
+/* Launch configurations beyond the device's or the function's limits fail at the call, and
+ * the stream stays usable (no sticky error): the shim checks them before recording. */
 static void t_block_errors(void)
 {
 	CUdeviceptr b = dalloc(4), dp;
@@ -434,6 +443,24 @@ static void t_block_errors(void)
 	      CUDA_ERROR_INVALID_VALUE);
 	CK_IS(cuLaunchKernel(f_probe, 1, 1, 1, 1, 1, 65, 0, s, args, NULL),
 	      CUDA_ERROR_INVALID_VALUE);
+	CK_IS(cuLaunchKernel(f_probe, 0, 1, 1, 32, 1, 1, 0, s, args, NULL),
+	      CUDA_ERROR_INVALID_VALUE);
+	CK_IS(cuLaunchKernel(f_probe, 1, 70000, 1, 32, 1, 1, 0, s, args, NULL),
+	      CUDA_ERROR_INVALID_VALUE);
+	/* Dynamic shared memory beyond the function's limit, until it is raised. */
+	CK_IS(cuLaunchKernel(f_probe, 1, 1, 1, 32, 1, 1, 64 * 1024, s, args, NULL),
+	      CUDA_ERROR_INVALID_VALUE);
+	CK(cuFuncSetAttribute(f_probe, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024));
+	CK(cuLaunchKernel(f_probe, 1, 1, 1, 32, 1, 1, 64 * 1024, s, args, NULL));
+	CK(cuStreamSynchronize(s));
+	CK(cuFuncSetAttribute(f_probe, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
+	/* Cluster dimensions: none 0, at most 8 blocks without the non-portable attribute. */
+	CUlaunchAttribute at[1];
+	CUlaunchConfig cfg;
+	cluster_config(&cfg, at, s, 16, 32, 2, 0);
+	CK_IS(cuLaunchKernelEx(&cfg, f_probe, args, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+	cluster_config(&cfg, at, s, 16, 32, 16, 1);
+	CK_IS(cuLaunchKernelEx(&cfg, f_probe, args, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
 	CK(cuStreamSynchronize(s));
 	muladd(s, b, 1, 3, 1);
 	CK(cuStreamSynchronize(s));
