@@ -724,6 +724,10 @@ static uint32_t dev_attr(CUdevice_attribute a)
 	return (uint32_t)v;
 }
 
+/* Per function (by hash): the dynamic shared memory limit last seen. */
+#define SMEM_SEEN 256
+static _Atomic uint64_t smem_seen[SMEM_SEEN];
+
 static void limits_read(void)
 {
 	/* Racing first launches read the same values: no lock needed. */
@@ -752,13 +756,27 @@ CUresult ve__check_launch_config(CUfunction f, const uint32_t grid[3], const uin
 	if (lim.threads && threads > lim.threads)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* Up to 48 KiB of dynamic shared memory is always allowed; beyond it,
-	 * the function's current limit (cuFuncSetAttribute may raise it at any
-	 * time, so it is asked, not cached: only such launches pay the call). */
+	 * the function's limit, which cuFuncSetAttribute may raise at any time:
+	 * the last limit seen per function is kept (tag and limit in one word,
+	 * so a racing update is never half read), and the driver is asked again
+	 * only when a launch wants more. A limit lowered after a launch that
+	 * fitted is not seen (the driver refuses at submission: a sticky error,
+	 * as before these checks). cuBLAS and flash-attention kernels launch
+	 * with 100-200 KiB each time: one driver call per launch otherwise. */
 	if (smem > 48u * 1024u && ve__real.cuFuncGetAttribute) {
+		uint64_t h = ve__mix64((uint64_t)(uintptr_t)f);
+		_Atomic uint64_t *slot = &smem_seen[h & (SMEM_SEEN - 1)];
+		uint64_t tag = (h >> 32) | 1u;
+		uint64_t w = atomic_load_explicit(slot, memory_order_relaxed);
+		if ((w >> 32) == tag && smem <= (uint32_t)w)
+			return CUDA_SUCCESS;
 		int max_dyn = 0;
 		if (ve__real.cuFuncGetAttribute(&max_dyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-						f) == CUDA_SUCCESS &&
-		    max_dyn >= 0 && smem > (unsigned)max_dyn)
+						f) != CUDA_SUCCESS ||
+		    max_dyn < 0)
+			return CUDA_SUCCESS; /* cannot tell: the driver decides */
+		atomic_store_explicit(slot, tag << 32 | (uint32_t)max_dyn, memory_order_relaxed);
+		if (smem > (unsigned)max_dyn)
 			return CUDA_ERROR_INVALID_VALUE;
 	}
 	return CUDA_SUCCESS;
