@@ -647,8 +647,11 @@ void ve__emap_end_capture(uint32_t group)
 #define PCACHE_CAP 4096u
 #define PMAX	   VE_DESC_MAX_PARAMS
 
+/* Filled once, then published by a release store of key: lookups read
+ * without the lock (every launch with parameters does one, on any thread);
+ * misses insert under pcache_lock. */
 struct pslot {
-	uintptr_t key;
+	_Atomic uintptr_t key;
 	uint32_t nparams, total;
 	uint32_t *pairs;
 };
@@ -785,18 +788,34 @@ CUresult ve__check_launch_config(CUfunction f, const uint32_t grid[3], const uin
 int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 {
 	uintptr_t k = (uintptr_t)f;
-	uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (PCACHE_CAP - 1);
+	uint32_t h0 = (uint32_t)ve__mix64((uint64_t)k) & (PCACHE_CAP - 1);
+	/* Lock-free hit: slots are never removed, so a probe that reaches an
+	 * empty slot has seen every published key before it. */
+	uint32_t h = h0;
+	for (uint32_t i = 0; i < PCACHE_CAP; i++, h = (h + 1) & (PCACHE_CAP - 1)) {
+		uintptr_t key = atomic_load_explicit(&pcache[h].key, memory_order_acquire);
+		if (key == k) {
+			out->nparams = pcache[h].nparams;
+			out->total = pcache[h].total;
+			out->pairs = pcache[h].pairs;
+			return 0;
+		}
+		if (!key)
+			break;
+	}
 	pthread_mutex_lock(&pcache_lock);
+	h = h0;
 	for (uint32_t i = 0; i < PCACHE_CAP; i++, h = (h + 1) & (PCACHE_CAP - 1)) {
 		struct pslot *s = &pcache[h];
-		if (s->key == k) {
+		uintptr_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (key == k) { /* inserted by another thread meanwhile */
 			out->nparams = s->nparams;
 			out->total = s->total;
 			out->pairs = s->pairs;
 			pthread_mutex_unlock(&pcache_lock);
 			return 0;
 		}
-		if (s->key)
+		if (key)
 			continue;
 		/* Miss: ask the driver once (off the fast path: first launch only). */
 		uint32_t *pairs = malloc(2 * PMAX * sizeof(*pairs));
@@ -808,10 +827,10 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 			return rc;
 		}
 		preload_function(f);
-		s->key = k;
 		s->nparams = n;
 		s->total = total;
 		s->pairs = pairs;
+		atomic_store_explicit(&s->key, k, memory_order_release);
 		out->nparams = n;
 		out->total = total;
 		out->pairs = pairs;
