@@ -12,7 +12,8 @@
 #                                               (default det,host,serve)
 # graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decode: greedy
 # decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
-# Knobs: MODES, TPOT_ARGS, SERVE_RUNS, SERVE_S, SERVE_BUDGET, SERVE_TIMEOUT (serve);
+# Knobs: MODES, TPOT_ARGS, SERVE_RUNS, SERVE_S, SERVE_BUDGET, SERVE_TIMEOUT, SERVE_ARGS
+# (extra arguments of bench/gpu/mixed, e.g. "--arrivals bursty" or "--merge --out F") (serve);
 # GRAPHS_ARGS (extra arguments of bench/gpu/graphs/run), GRAPHS_BUDGET,
 # GRAPHS_TIMEOUT; DECODE_BUDGET, DECODE_TIMEOUT; COLOC_PAIRS (default b,d),
 # COLOC_MODES (mps,ve_tput), COLOC_RUNS (3), COLOC_BUDGET (300) for coloc:
@@ -116,7 +117,7 @@ if has serve; then
 	timeout ${SERVE_TIMEOUT:-330} python3 bench/gpu/mixed --runs ${SERVE_RUNS:-1} --duration ${SERVE_S:-6} \
 		--modes "$MODES" --split-sweep 50/50 --tpot-args ${TPOT_ARGS:-reserve=16,standing=0 reserve=16,standing=0,batch_min=116} \
 		--best-by train_within_10pct --budget-s ${SERVE_BUDGET:-320} --stop-after-s $(( ${SERVE_BUDGET:-320} - 20 )) \
-		--outdir "$W/mixed" --out "$OUTDIR/mixed-pass.json" --no-plot >"$W/mixed.txt" 2>&1
+		--outdir "$W/mixed" --out "$OUTDIR/mixed-pass.json" --no-plot ${SERVE_ARGS:-} >"$W/mixed.txt" 2>&1
 	tail -12 "$W/mixed.txt"
 	grep -h "grants:" "$W"/mixed/logs/*ved.log 2>/dev/null
 	gpu_state after-serve
