@@ -172,6 +172,22 @@ else
 	fail oracle_serving_bound "$(tail -n 2 "$tmp/serving.err") $(pyerr)"
 fi
 
+# ---- TPOT-First in grant mode beside a prefill job: the decode server keeps
+# its reservation and grows past it only under deadline pressure; growing
+# whenever it was active (grow=0) starved prefill (0.14 of its solo
+# throughput, and the decode it feeds with it).
+j=$tmp/tpot.json
+if run "$root/scenarios/llm-serving.txt" --horizon-ms 2000 --policies tpot:reserve=64,tpot_ms=7 \
+	--json "$j" >/dev/null 2>"$tmp/tpot.err" &&
+	check "$j" \
+		'pol["tpot:reserve=64,tpot_ms=7"]["jobs"]["prefill"]["normalized_throughput"]["mean"] > 0.9' \
+		'pol["tpot:reserve=64,tpot_ms=7"]["jobs"]["decode"]["normalized_throughput"]["mean"] > 0.9' \
+		'pol["tpot:reserve=64,tpot_ms=7"]["jobs"]["decode"]["tpot_slo_violation"]["mean"] < 0.05'; then
+	ok tpot_grant_serving_not_starved
+else
+	fail tpot_grant_serving_not_starved "$(tail -n 2 "$tmp/tpot.err") $(pyerr)"
+fi
+
 # ---- four jobs: too many splits to run them all
 cat >"$tmp/four.txt" <<'EOF'
 name four

@@ -172,6 +172,11 @@ struct ve_client_demand {
 };
 #define VE_DEMAND_LATENCY (1u << 0) /* latency-class client */
 #define VE_DEMAND_WAITING (1u << 1) /* has ready work that no entry of its grant can run */
+/* A latency op of it finished after its advisory deadline (ve_advise_deadline,
+ * ve_advise_step) within the last VE_LATE_WINDOW_NS. Set by runtimes that
+ * know it; a policy built for an older runtime never sees it. */
+#define VE_DEMAND_LATE	  (1u << 2)
+#define VE_LATE_WINDOW_NS (20ull * 1000000ull)
 
 struct ve_grant_plan {
 	uint16_t entry[VE_POLICY_MAX_CLIENTS]; /* per client: the entry to grant, VE_POOL_NONE */

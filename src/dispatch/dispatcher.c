@@ -41,6 +41,7 @@ struct inflight {
 	uint8_t granted; /* bound here to the client's grant: the coordinator counts no op */
 	uint8_t solo;	 /* reported by a marker of its own: its time is its own */
 	uint64_t pred_ns; /* what it adds to its lane's predicted work (lane_st.pred_ns) */
+	uint64_t deadline_ns; /* a latency op's advisory deadline (0: none) */
 };
 
 /* What the dispatcher knows of one backend lane. */
@@ -66,6 +67,7 @@ struct gclient {
 	uint64_t want_ns;  /* when want_sms was last raised or halved */
 	uint32_t min_sms;  /* widest waiting op its grant cannot run */
 	uint64_t deadline_ns;
+	uint64_t late_ns; /* when a latency op of it last finished after its deadline */
 	uint64_t active_ns;
 	uint32_t nwait;	   /* ops in the wait queue */
 	uint32_t ncompute; /* compute ops in flight */
@@ -607,6 +609,7 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	f->kind = desc->kind;
 	f->piped = piped;
 	f->granted = granted;
+	f->deadline_ns = (desc->flags & VE_DESC_LATENCY) ? desc->deadline_ns : 0;
 	/* A marker at least every mark_every ops, and often enough that a lane
 	 * holding few ops (long kernels) hears of completions while work is
 	 * still queued behind them: a quarter of its room. */
@@ -927,6 +930,8 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 		r.demand.flags |= VE_DEMAND_WAITING;
 	if (d->cl[c].flags & VE_READY_LATENCY)
 		r.demand.flags |= VE_DEMAND_LATENCY;
+	if (g->late_ns && now >= g->late_ns && now - g->late_ns < VE_LATE_WINDOW_NS)
+		r.demand.flags |= VE_DEMAND_LATE;
 	L_CALL(d, report, c, &r);
 }
 
@@ -1037,6 +1042,8 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 	}
 	if (f.granted) {
 		d->gc[f.client].done++;
+		if (f.deadline_ns && cp->t_end_ns > f.deadline_ns)
+			d->gc[f.client].late_ns = VE_MAX(cp->t_end_ns, 1ull);
 		uint32_t *ei = &d->ent_inflight[f.client * d->pool->nentries + f.entry];
 		/* A profile sample: timed by its own marker, alone on its entry. */
 		if (f.solo && *ei == 1 && cp->status == 0 && cp->t_end_ns > cp->t_start_ns &&

@@ -370,6 +370,52 @@ VE_TEST(tpot_grant_standing_reservation_held_or_yielded_while_idle)
 	ve_coord_destroy(c);
 }
 
+/* tpot in grant mode: a busy latency client keeps its reservation and grows
+ * past it only under deadline pressure (a latency op finished late, or one
+ * waits with less than half a TPOT left); grow=0 grows whenever it is active
+ * (a continuously decoding server then took all but batch_min SMs: ve-sim
+ * llm-serving aggregate 0.35, prefill starved). */
+static uint32_t tpot_lat_sms(const char *args, uint32_t flags, uint64_t deadline_ns)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	add_clients(c, 2);
+	struct ve_policy_view vv = *ve_coord_view(c);
+	const struct ve_policy_ops *ops = ve_policy_builtin("tpot");
+	void *priv = NULL;
+	VE_CHECK_EQ(ops->init(args, &vv, &priv), 0);
+	vv.now_ns = 1000000000ull;
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
+	struct ve_grant_plan plan;
+	plan_clear(&plan);
+	dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
+					   .active_ns = vv.now_ns, .entry = VE_POOL_NONE};
+	dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+					   .active_ns = vv.now_ns, .entry = VE_POOL_NONE,
+					   .deadline_ns = deadline_ns,
+					   .flags = VE_DEMAND_LATENCY | flags};
+	VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
+	VE_CHECK(plan.entry[0] != VE_POOL_NONE && plan.entry[1] != VE_POOL_NONE);
+	VE_CHECK_EQ(vv.pool->e[plan.entry[0]].leaves & vv.pool->e[plan.entry[1]].leaves, 0);
+	uint32_t sms = vv.pool->e[plan.entry[1]].sms;
+	ops->fini(priv);
+	ve_coord_destroy(c);
+	return sms;
+}
+
+VE_TEST(tpot_grant_grows_past_the_reservation_only_under_pressure)
+{
+	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10", 0, 0), 16);
+	VE_CHECK(tpot_lat_sms("tpot_ms=10", VE_DEMAND_LATE, 0) > 64);
+	/* An op waiting with 2 ms left of a 10 ms TPOT; with 8 ms left, none. */
+	VE_CHECK(tpot_lat_sms("tpot_ms=10", 0, 1000000000ull + 2000000ull) > 64);
+	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10", 0, 1000000000ull + 8000000ull), 16);
+	VE_CHECK(tpot_lat_sms("tpot_ms=10,grow=0", 0, 0) > 64);
+	struct ve_coord *c = mk_coord("tput", false, false);
+	void *priv = NULL;
+	VE_CHECK_EQ(ve_policy_builtin("tpot")->init("grow=2", ve_coord_view(c), &priv), -EINVAL);
+	ve_coord_destroy(c);
+}
+
 /* Auto sharing (tput share=2) switches only after its test has said
  * otherwise for share_hold_ms: two dense jobs whose optimizer phases dip
  * under share_op_us for a moment stay shared (on the H200 the pair flipped
