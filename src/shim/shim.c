@@ -246,13 +246,15 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .idle_spin_ns = S->cfg.idle_spin_us * 1000};
 	rc->trace = S->cfg.trace[0] != 0;
 }
+
+static void launch_limits_read(void); /* for ve__check_launch_config */
+
 /* The backend asks, for a timed record, whether its event was recorded
  * again since (ve_cuda_backend_set_record_filter). */
 static bool record_current(void *arg, uint32_t event_idx, uint64_t generation)
 {
 	return ve_vctx_event_record_current(arg, event_idx, generation);
 }
-
 
 static int start_runtime(struct ve_shim *S)
 {
@@ -269,6 +271,7 @@ static int start_runtime(struct ve_shim *S)
 		VE_WARN("VE_DEVICE=%d: no such device (%d)", S->cfg.device, r);
 		return -ENODEV;
 	}
+	launch_limits_read();
 	r = ve__real.cuDevicePrimaryCtxRetain(&S->ctx, S->dev);
 	if (r != CUDA_SUCCESS) {
 		VE_WARN("cannot retain the primary context of device %d (%d)", S->cfg.device, r);
@@ -711,10 +714,9 @@ static void preload_function(CUfunction f)
 		atomic_fetch_add_explicit(&ve__shim.preloaded, 1, memory_order_relaxed);
 }
 
-/* The device's launch limits, read at the first launch (0: unknown, not
- * checked). */
+/* The device's launch limits, read once when the runtime starts, before any
+ * launch is virtualized (0: unknown, not checked). */
 static struct {
-	_Atomic int state; /* 0 not read, 1 read */
 	uint32_t block[3], threads, grid[3];
 } lim;
 
@@ -731,9 +733,8 @@ static uint32_t dev_attr(CUdevice_attribute a)
 #define SMEM_SEEN 256
 static _Atomic uint64_t smem_seen[SMEM_SEEN];
 
-static void limits_read(void)
+static void launch_limits_read(void)
 {
-	/* Racing first launches read the same values: no lock needed. */
 	lim.block[0] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
 	lim.block[1] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
 	lim.block[2] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
@@ -741,14 +742,11 @@ static void limits_read(void)
 	lim.grid[0] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
 	lim.grid[1] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
 	lim.grid[2] = dev_attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
-	atomic_store_explicit(&lim.state, 1, memory_order_release);
 }
 
 CUresult ve__check_launch_config(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
 				 unsigned smem)
 {
-	if (!atomic_load_explicit(&lim.state, memory_order_acquire))
-		limits_read();
 	uint64_t threads = 1;
 	for (int i = 0; i < 3; i++) {
 		if (!grid[i] || !block[i] || (lim.grid[i] && grid[i] > lim.grid[i]) ||
