@@ -70,9 +70,10 @@ struct tpot {
 	/* Growth past the reservation: only under deadline pressure (1, the
 	 * default: a latency op of it finished late recently, VE_DEMAND_LATE,
 	 * or one waits for SMs with less than half a TPOT left; held
-	 * grow_hold_ms after the last such tick) or whenever it is active (0: it took all but batch_min SMs
-	 * while active, and a continuously decoding server starved the rest:
-	 * ve-sim llm-serving aggregate 0.35, 94% TTFT violations). */
+	 * grow_hold_ms after the last such tick) or whenever it is active (0:
+	 * it took all but batch_min SMs while active, and a continuously
+	 * decoding server starved the rest: ve-sim llm-serving aggregate 0.35,
+	 * 94% TTFT violations). */
 	bool grow_on_pressure;
 	uint64_t grow_hold_ns;
 	uint64_t pressure_until; /* growth allowed until then */
@@ -485,12 +486,11 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 		if ((d->flags & VE_DEMAND_LATE) ||
 		    (d->deadline_ns && d->deadline_ns < v->now_ns + t->tpot_ns / 2))
 			t->pressure_until = v->now_ns + t->grow_hold_ns;
-		bool grow = !t->grow_on_pressure || v->now_ns < t->pressure_until;
-		if ((active && grow) || d->min_sms > p->e[t->standing].sms) {
-			uint32_t want = VE_MAX(ve__grant_want(p, d), d->min_sms);
+		bool grows = active && (!t->grow_on_pressure || v->now_ns < t->pressure_until);
+		if (grows || d->min_sms > p->e[t->standing].sms) {
+			/* Not growing: only as wide as a launch wider than the reservation. */
+			uint32_t want = grows ? VE_MAX(ve__grant_want(p, d), d->min_sms) : d->min_sms;
 			uint32_t cap = p->total_sms > t->batch_min ? p->total_sms - t->batch_min : 0;
-			if (!(active && grow)) /* only a launch wider than the reservation */
-				want = d->min_sms;
 			want = VE_MIN(want, VE_MAX(cap, d->min_sms));
 			uint16_t best = t->standing;
 			for (uint32_t i = 0; i < p->nentries; i++) {
@@ -505,7 +505,7 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 			}
 			target = best;
 		} else if (active) {
-			target = t->standing; /* no pressure: its reservation */
+			/* no pressure: its reservation (target as set above) */
 		} else if (!t->standing_idle) {
 			target = VE_POOL_NONE; /* standing=0: the SMs go back while idle */
 		} else {

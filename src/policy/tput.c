@@ -391,7 +391,7 @@ static uint64_t hold_ns(const struct tput *t, uint32_t k, const struct ve_client
 {
 	if (d->flags & VE_DEMAND_LATENCY)
 		return t->lat_idle_ns;
-	if (k < VE_POLICY_MAX_CLIENTS && t->duty_ns[k] && t->gap_ns[k] >= (double)t->idle_ns)
+	if (t->duty_ns[k] && t->gap_ns[k] >= (double)t->idle_ns)
 		return VE_MIN(t->idle_short_ns, t->idle_ns);
 	return t->idle_ns;
 }
@@ -467,10 +467,11 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	 * violations 1.3% -> 40%), and a latency client itself is held to its
 	 * arrivals, so more SMs cut its latency (tpot's job), not add to its
 	 * throughput (ve-sim train-infer: training 0.63 -> 0.44). */
+	bool latency = false;
 	for (uint32_t i = 0; i < n; i++)
-		if (dem[cl[i]].flags & VE_DEMAND_LATENCY)
-			for (uint32_t j = 0; j < n; j++)
-				weight[j] = 1.0;
+		latency |= (dem[cl[i]].flags & VE_DEMAND_LATENCY) != 0;
+	for (uint32_t i = 0; latency && i < n; i++)
+		weight[i] = 1.0;
 	/* Clients whose kernels are long and want the whole GPU lose to a
 	 * split what interleaving their kernels on every SM wins (tails,
 	 * imbalance: 0.97 split vs 1.03 shared on the dense pair,
@@ -492,9 +493,8 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 		 * both clients' work there). A latency-class client ends sharing
 		 * at once. With fewer than two active clients there is nothing to
 		 * decide: the state stays. */
-		bool latency = false, test = n >= 2;
+		bool test = n >= 2;
 		for (uint32_t i = 0; i < n; i++) {
-			latency |= (dem[cl[i]].flags & VE_DEMAND_LATENCY) != 0;
 			/* ... and is busy nearly all the time: a client with
 			 * host phases runs its GPU phases sooner on SMs of its
 			 * own, weighted by its duty (sharing, a host-phase job

@@ -370,6 +370,51 @@ VE_TEST(tpot_grant_standing_reservation_held_or_yielded_while_idle)
 	ve_coord_destroy(c);
 }
 
+/* Grant rounds of one policy over two registered clients, by hand: a copy of
+ * the coordinator's view (the test moves now_ns), demands and the plan. */
+struct grant_fix {
+	struct ve_coord *c;
+	struct ve_policy_view v;
+	const struct ve_pool *p;
+	const struct ve_policy_ops *ops;
+	void *priv;
+	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS];
+	struct ve_grant_plan plan;
+};
+
+static void grant_fix_init(struct grant_fix *f, const char *policy, const char *args)
+{
+	memset(f, 0, sizeof(*f));
+	f->c = mk_coord("tput", false, false);
+	add_clients(f->c, 2);
+	f->v = *ve_coord_view(f->c);
+	f->p = f->v.pool;
+	f->ops = ve_policy_builtin(policy);
+	VE_CHECK(f->ops && f->ops->grant);
+	VE_CHECK_EQ(f->ops->init(args, &f->v, &f->priv), 0);
+	plan_clear(&f->plan);
+}
+
+static void grant_fix_round(struct grant_fix *f)
+{
+	VE_CHECK_EQ(f->ops->grant(f->priv, &f->v, f->dem, &f->plan), 0);
+}
+
+static void grant_fix_fini(struct grant_fix *f)
+{
+	f->ops->fini(f->priv);
+	ve_coord_destroy(f->c);
+}
+
+/* A knob value the policy must refuse. */
+static void knob_refused(const char *policy, const char *args)
+{
+	struct ve_coord *c = mk_coord("tput", false, false);
+	void *priv = NULL;
+	VE_CHECK_EQ(ve_policy_builtin(policy)->init(args, ve_coord_view(c), &priv), -EINVAL);
+	ve_coord_destroy(c);
+}
+
 /* tpot in grant mode: a busy latency client keeps its reservation and grows
  * past it only under deadline pressure (a latency op finished late, or one
  * waits with less than half a TPOT left); grow=0 grows whenever it is active
@@ -377,28 +422,20 @@ VE_TEST(tpot_grant_standing_reservation_held_or_yielded_while_idle)
  * llm-serving aggregate 0.35, prefill starved). */
 static uint32_t tpot_lat_sms(const char *args, uint32_t flags, uint64_t deadline_ns)
 {
-	struct ve_coord *c = mk_coord("tput", false, false);
-	add_clients(c, 2);
-	struct ve_policy_view vv = *ve_coord_view(c);
-	const struct ve_policy_ops *ops = ve_policy_builtin("tpot");
-	void *priv = NULL;
-	VE_CHECK_EQ(ops->init(args, &vv, &priv), 0);
-	vv.now_ns = 1000000000ull;
-	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
-	struct ve_grant_plan plan;
-	plan_clear(&plan);
-	dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
-					   .active_ns = vv.now_ns, .entry = VE_POOL_NONE};
-	dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
-					   .active_ns = vv.now_ns, .entry = VE_POOL_NONE,
-					   .deadline_ns = deadline_ns,
-					   .flags = VE_DEMAND_LATENCY | flags};
-	VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
-	VE_CHECK(plan.entry[0] != VE_POOL_NONE && plan.entry[1] != VE_POOL_NONE);
-	VE_CHECK_EQ(vv.pool->e[plan.entry[0]].leaves & vv.pool->e[plan.entry[1]].leaves, 0);
-	uint32_t sms = vv.pool->e[plan.entry[1]].sms;
-	ops->fini(priv);
-	ve_coord_destroy(c);
+	struct grant_fix f;
+	grant_fix_init(&f, "tpot", args);
+	f.v.now_ns = 1000000000ull;
+	f.dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
+					     .active_ns = f.v.now_ns, .entry = VE_POOL_NONE};
+	f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+					     .active_ns = f.v.now_ns, .entry = VE_POOL_NONE,
+					     .deadline_ns = deadline_ns,
+					     .flags = VE_DEMAND_LATENCY | flags};
+	grant_fix_round(&f);
+	VE_CHECK(f.plan.entry[0] != VE_POOL_NONE && f.plan.entry[1] != VE_POOL_NONE);
+	VE_CHECK_EQ(f.p->e[f.plan.entry[0]].leaves & f.p->e[f.plan.entry[1]].leaves, 0);
+	uint32_t sms = f.p->e[f.plan.entry[1]].sms;
+	grant_fix_fini(&f);
 	return sms;
 }
 
@@ -410,10 +447,7 @@ VE_TEST(tpot_grant_grows_past_the_reservation_only_under_pressure)
 	VE_CHECK(tpot_lat_sms("tpot_ms=10", 0, 1000000000ull + 2000000ull) > 64);
 	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10", 0, 1000000000ull + 8000000ull), 16);
 	VE_CHECK(tpot_lat_sms("tpot_ms=10,grow=0", 0, 0) > 64);
-	struct ve_coord *c = mk_coord("tput", false, false);
-	void *priv = NULL;
-	VE_CHECK_EQ(ve_policy_builtin("tpot")->init("grow=2", ve_coord_view(c), &priv), -EINVAL);
-	ve_coord_destroy(c);
+	knob_refused("tpot", "grow=2");
 }
 
 /* Auto sharing (tput share=2) switches only after its test has said
@@ -495,42 +529,33 @@ VE_TEST(tput_grant_share_decision_holds_through_short_dips)
  * work in 6 of every 10 ticks. */
 static uint32_t duty_split_sms(const char *args, bool latency, uint32_t *other)
 {
-	struct ve_coord *c = mk_coord("tput", false, false);
-	add_clients(c, 2);
-	struct ve_policy_view vv = *ve_coord_view(c);
-	const struct ve_pool *p = vv.pool;
-	const struct ve_policy_ops *ops = ve_policy_builtin("tput");
-	void *priv = NULL;
-	VE_CHECK_EQ(ops->init(args, &vv, &priv), 0);
-	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
-	struct ve_grant_plan plan;
-	plan_clear(&plan);
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", args);
 	const uint64_t ms = 1000000;
 	for (uint64_t i = 1; i <= 1000; i++) {
-		vv.now_ns = i * ms;
+		f.v.now_ns = i * ms;
 		bool busy = i % 10 < 6;
-		dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy ? 4 : 0,
-						   .want_sms = 132, .active_ns = vv.now_ns,
-						   .entry = plan.entry[0], .op_us = 100};
-		dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
-						   .active_ns = vv.now_ns, .entry = plan.entry[1],
-						   .op_us = 100,
-						   .flags = latency ? VE_DEMAND_LATENCY : 0};
-		VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
+		f.dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy ? 4 : 0,
+						     .want_sms = 132, .active_ns = f.v.now_ns,
+						     .entry = f.plan.entry[0], .op_us = 100};
+		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						     .active_ns = f.v.now_ns, .entry = f.plan.entry[1],
+						     .op_us = 100,
+						     .flags = latency ? VE_DEMAND_LATENCY : 0};
+		grant_fix_round(&f);
 	}
 	/* Both wanting SMs now, the part-time one waiting: a fresh decision. */
-	vv.now_ns += ms;
-	dem[0].ready = 1;
-	dem[0].flags = VE_DEMAND_WAITING;
-	dem[0].entry = VE_POOL_NONE;
-	plan.entry[0] = VE_POOL_NONE;
-	VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
-	VE_CHECK(plan.entry[0] != VE_POOL_NONE && plan.entry[1] != VE_POOL_NONE);
-	VE_CHECK_EQ(p->e[plan.entry[0]].leaves & p->e[plan.entry[1]].leaves, 0);
-	uint32_t sms = p->e[plan.entry[0]].sms;
-	*other = p->e[plan.entry[1]].sms;
-	ops->fini(priv);
-	ve_coord_destroy(c);
+	f.v.now_ns += ms;
+	f.dem[0].ready = 1;
+	f.dem[0].flags = VE_DEMAND_WAITING;
+	f.dem[0].entry = VE_POOL_NONE;
+	f.plan.entry[0] = VE_POOL_NONE;
+	grant_fix_round(&f);
+	VE_CHECK(f.plan.entry[0] != VE_POOL_NONE && f.plan.entry[1] != VE_POOL_NONE);
+	VE_CHECK_EQ(f.p->e[f.plan.entry[0]].leaves & f.p->e[f.plan.entry[1]].leaves, 0);
+	uint32_t sms = f.p->e[f.plan.entry[0]].sms;
+	*other = f.p->e[f.plan.entry[1]].sms;
+	grant_fix_fini(&f);
 	return sms;
 }
 
@@ -549,11 +574,8 @@ VE_TEST(tput_grant_part_time_client_gets_the_larger_part)
 	VE_CHECK_MSG(even <= other + 4 && other <= even + 4, "batch %u SMs, latency %u", even,
 		     other);
 	/* Knob values are checked. */
-	struct ve_coord *c = mk_coord("tput", false, false);
-	void *priv = NULL;
-	VE_CHECK_EQ(ve_policy_builtin("tput")->init("prio=-1", ve_coord_view(c), &priv), -EINVAL);
-	VE_CHECK_EQ(ve_policy_builtin("tput")->init("duty_ms=0", ve_coord_view(c), &priv), -EINVAL);
-	ve_coord_destroy(c);
+	knob_refused("tput", "prio=-1");
+	knob_refused("tput", "duty_ms=0");
 }
 
 /* The hold after a batch client's last work: idle_ms (10) while its gaps are
@@ -563,40 +585,32 @@ VE_TEST(tput_grant_part_time_client_gets_the_larger_part)
  * holds a grant 5 ms after its last busy tick. */
 static bool holds_5ms_into_gap(const char *args, uint64_t busy_ms, uint64_t gap_ms)
 {
-	struct ve_coord *c = mk_coord("tput", false, false);
-	add_clients(c, 2);
-	struct ve_policy_view vv = *ve_coord_view(c);
-	const struct ve_policy_ops *ops = ve_policy_builtin("tput");
-	void *priv = NULL;
-	VE_CHECK_EQ(ops->init(args, &vv, &priv), 0);
-	struct ve_client_demand dem[VE_POLICY_MAX_CLIENTS] = {{0}};
-	struct ve_grant_plan plan;
-	plan_clear(&plan);
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", args);
 	const uint64_t ms = 1000000;
 	uint64_t period = busy_ms + gap_ms, last_busy = 0, t = 0;
 	bool held = false;
 	for (uint64_t i = 1; i <= 20 * period + busy_ms + 4; i++) {
 		t = i * ms;
-		vv.now_ns = t;
+		f.v.now_ns = t;
 		bool busy = (i % period) < busy_ms;
 		if (busy)
 			last_busy = t;
-		dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy,
-						   .want_sms = 132, .active_ns = last_busy,
-						   .entry = plan.entry[0], .op_us = 100,
-						   .flags = busy && plan.entry[0] == VE_POOL_NONE
-								    ? VE_DEMAND_WAITING
-								    : 0};
-		dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
-						   .active_ns = t, .entry = plan.entry[1],
-						   .op_us = 100};
-		VE_CHECK_EQ(ops->grant(priv, &vv, dem, &plan), 0);
-		held = plan.entry[0] != VE_POOL_NONE;
+		f.dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy,
+						     .want_sms = 132, .active_ns = last_busy,
+						     .entry = f.plan.entry[0], .op_us = 100,
+						     .flags = busy && f.plan.entry[0] == VE_POOL_NONE
+								      ? VE_DEMAND_WAITING
+								      : 0};
+		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						     .active_ns = t, .entry = f.plan.entry[1],
+						     .op_us = 100};
+		grant_fix_round(&f);
+		held = f.plan.entry[0] != VE_POOL_NONE;
 	}
 	/* The loop ended 5 ms after the last busy tick (i = 20 periods + busy_ms + 4). */
 	VE_CHECK(t - last_busy == 5 * ms);
-	ops->fini(priv);
-	ve_coord_destroy(c);
+	grant_fix_fini(&f);
 	return held;
 }
 
