@@ -72,6 +72,7 @@ struct ve_coord {
 	uint32_t nreclaim;
 	uint32_t slow_reclaims_logged; /* reclaims over 10 ms said in the log (at most 8) */
 	uint64_t watchdog_ns;
+	bool share_contended;
 };
 
 /* ------------------------------------------------------------ view helpers */
@@ -200,6 +201,7 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	c->pol = &c->pol_own;
 	c->grant_mode = c->pol->grant && !cfg->per_op;
 	c->tick_ns = cfg->tick_ns ? cfg->tick_ns : 200000;
+	c->share_contended = cfg->share_contended;
 	c->hold_ns = cfg->hold_ns ? cfg->hold_ns : 5000000;
 	c->watchdog_ns = cfg->watchdog_ns;
 	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
@@ -900,6 +902,8 @@ void ve_coord_client_drained(struct ve_coord *c, uint32_t client)
 
 bool ve_coord_contended(const struct ve_coord *c, uint32_t client)
 {
+	if (ve_coord_share_settled(c, client))
+		return false;
 	for (uint32_t k = 0; k < c->rq.nclients; k++)
 		if (k != client && c->cl[k].active)
 			return true;
@@ -918,6 +922,14 @@ bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client)
 {
 	return client < c->rq.nclients && c->gc[client].entry != VE_POOL_NONE &&
 	       c->gc[client].share;
+}
+
+bool ve_coord_share_settled(const struct ve_coord *c, uint32_t client)
+{
+	if (c->share_contended || !ve_coord_grant_shared(c, client))
+		return false;
+	const struct grant_client *g = &c->gc[client];
+	return g->want == g->entry && g->want_share && !g->closing;
 }
 
 /* Takes the client's entry away (SMs outside 'keep' go on draining). */

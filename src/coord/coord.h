@@ -52,6 +52,12 @@ struct ve_coord_config {
 	 * root entry, shared, its descriptor unchanged, whatever the policy
 	 * says: the safe fallback. 0 = off. */
 	uint64_t watchdog_ns;
+	/* A client sharing one entry with the others (a settled shared grant)
+	 * counts as contended: short submit-ahead. Default false: no reclaim
+	 * is pending between sharers, so they queue like a client alone (a
+	 * dense job with 150 us ahead had one kernel queued, the GPU waited
+	 * for its dispatcher between kernels). */
+	bool share_contended;
 };
 
 struct ve_binding {
@@ -125,6 +131,10 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, uint64_t *gen);
 /* Whether the client's grant is shared (it may overlap other shared grants). */
 bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client);
+/* True while the client's grant is a shared one it already holds and keeps
+ * (no change pending) and share_contended is off: others run on the same
+ * SMs and none will be taken back, so its submit-ahead is a lone client's. */
+bool ve_coord_share_settled(const struct ve_coord *c, uint32_t client);
 /* Runs the policy's grant() if a tick is due (tick_ns since the last one),
  * a report asked for one, or force. Returns the grants changed. */
 int ve_coord_tick(struct ve_coord *c, bool force);

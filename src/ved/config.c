@@ -41,6 +41,8 @@ static const struct key keys[] = {
      "grant mode: a client silent this long (stopped) loses its grant until it answers; 0 = never"},
     {"tick_us", K_U32, 10, 1000000, "grant mode: the policy decides grants at most this often"},
     {"per_op", K_BOOL, 0, 0, "bind op by op (the paper's strict mode) instead of granting entries"},
+    {"share_contended", K_BOOL, 0, 0,
+     "grant mode: clients sharing one entry keep the short submit-ahead of contention"},
     {"stats_interval", K_U32, 0, 86400, "seconds between statistics lines at info, 0 = off"},
     {"trace_events", K_U32, 0, 1u << 20, "recent events kept for ve-ctl trace"},
     {"check", K_BOOL, 0, 0, "self-check after every decision; abort on a violation"},
@@ -185,7 +187,9 @@ static int set_key(struct ved_config *c, const struct key *k, const char *v, con
 			c->trace_events = (uint32_t)u;
 		return 0;
 	case K_BOOL: {
-		bool *dst = strcmp(k->name, "per_op") == 0 ? &c->per_op : &c->check;
+		bool *dst = strcmp(k->name, "per_op") == 0	      ? &c->per_op
+			    : strcmp(k->name, "share_contended") == 0 ? &c->share_contended
+								      : &c->check;
 		if (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0)
 			*dst = true;
 		else if (strcmp(v, "0") == 0 || strcmp(v, "no") == 0 || strcmp(v, "false") == 0)

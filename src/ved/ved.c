@@ -140,6 +140,7 @@ static int make_serve(struct ved *d, const uint32_t *leaf_sms, uint32_t nleaves,
 		      .seed = ve__now_ns(),
 		      .log_decisions = d->cfg.log_level >= VE_LOG_DEBUG,
 		      .per_op = d->cfg.per_op,
+		      .share_contended = d->cfg.share_contended,
 		      .tick_ns = (uint64_t)d->cfg.tick_us * 1000,
 		      .watchdog_ns = (uint64_t)d->cfg.watchdog_ms * 1000000ull},
 	    .client_ops = d->cfg.client_ops,
@@ -1504,7 +1505,10 @@ static int grants(struct ved *d, uint64_t now)
 		 * whatever was taken from it is drained. */
 		if (atomic_load_explicit(&c->w->client_idle, memory_order_seq_cst))
 			ve_coord_client_drained(co, id);
-		uint32_t ct = n > 1;
+		/* Others run or may want SMs back: short submit-ahead. Not
+		 * while this client settled into sharing one entry with them
+		 * (ve_coord_share_settled): nothing is taken back there. */
+		uint32_t ct = n > 1 && !ve_coord_share_settled(co, id);
 		if (ct != c->contended_pub) {
 			atomic_store_explicit(&c->w->contended, ct, memory_order_relaxed);
 			c->contended_pub = ct;

@@ -33,6 +33,7 @@ struct ved_config {
 	uint32_t stale_ms;
 	uint32_t tick_us;
 	bool per_op;
+	bool share_contended; /* sharers keep the contended submit-ahead */
 	uint32_t stats_interval_s;
 	uint32_t trace_events;
 	bool check;

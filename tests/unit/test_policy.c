@@ -1102,6 +1102,58 @@ VE_TEST(grant_takes_timed_and_released_each_on_its_own)
 	ve_coord_destroy(c);
 }
 
+/* Clients settled in one shared entry are not "contended": nothing is taken
+ * back between sharers, so their dispatchers queue the lone client's 2 ms
+ * of work, not 150 us (a dense job then had one kernel queued and the GPU
+ * waited for its dispatcher between kernels). Split grants, or
+ * share_contended set, keep the short bound. */
+static struct ve_coord *share_coord(const char *policy, bool share_contended)
+{
+	struct ve_coord_config cfg = {.leaf_sms = h200, .nleaves = 16, .max_clients = 8,
+				      .policy = policy, .seed = 42,
+				      .share_contended = share_contended};
+	struct ve_coord *c = NULL;
+	char err[256] = "";
+	VE_CHECK_MSG(ve_coord_create(&cfg, &c, err, sizeof(err)) == 0, "%s: %s", policy, err);
+	add_clients(c, 2);
+	ve_coord_set_now(c, 1000000);
+	for (uint32_t k = 0; k < 2; k++) {
+		struct ve_grant_report r = {0};
+		r.demand = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						     .active_ns = 1000000, .entry = VE_POOL_NONE,
+						     .op_us = 3000, .flags = VE_DEMAND_WAITING};
+		VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
+	}
+	ve_coord_tick(c, true);
+	grant_report_busy(c, 0, 0);
+	grant_report_busy(c, 1, 0);
+	return c;
+}
+
+VE_TEST(grant_shared_settled_is_not_contended)
+{
+	struct ve_coord *c = share_coord("tput:share=1", false);
+	for (uint32_t k = 0; k < 2; k++) {
+		VE_CHECK(ve_coord_grant_shared(c, k));
+		VE_CHECK(ve_coord_share_settled(c, k));
+		VE_CHECK(!ve_coord_contended(c, k));
+	}
+	ve_coord_destroy(c);
+	c = share_coord("tput:share=1", true); /* ved's share_contended = 1 */
+	for (uint32_t k = 0; k < 2; k++) {
+		VE_CHECK(ve_coord_grant_shared(c, k));
+		VE_CHECK(!ve_coord_share_settled(c, k));
+		VE_CHECK(ve_coord_contended(c, k));
+	}
+	ve_coord_destroy(c);
+	c = share_coord("tput:share=0", false); /* split: SMs may be taken back */
+	for (uint32_t k = 0; k < 2; k++) {
+		VE_CHECK(!ve_coord_grant_shared(c, k));
+		VE_CHECK(ve_coord_contended(c, k));
+	}
+	ve_coord_destroy(c);
+}
+
 VE_TEST(fixed_leaves_refuses_what_is_not_a_partition_of_the_leaves)
 {
 	/* The H200 pool has 16 leaves: every spec below is refused at create,
