@@ -1496,6 +1496,9 @@ int ve_dispatcher_start(struct ve_dispatcher *d)
 		atomic_store(&d->running, 0);
 		return -EAGAIN;
 	}
+	/* Named, so top -H and /proc/PID/task/ show which thread is ours
+	 * (and on which CPU it runs beside the application's). */
+	pthread_setname_np(d->thr, "ve-dispatch");
 	d->started = true;
 	return 0;
 }

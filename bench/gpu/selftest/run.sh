@@ -35,6 +35,12 @@ echo "== mixed --quick, then a second call merged into it (rate and SLOs reused)
 bench/gpu/mixed --quick --duration 2 --best-by train_within_10pct --ve-env "$FAKE" --out "$T/mixed.json" --outdir "$T/mixed"
 bench/gpu/mixed --quick --duration 2 --modes ve_whole --merge --out "$T/mixed.json" --outdir "$T/mixed2" \
 	--ve-env "$FAKE" | tee "$T/mixed2.txt" | grep -E "reusing|plan:"
+echo "== mixed with the server and the training pinned to CPU 0 (taskset in front of every command)"
+bench/gpu/mixed --quick --duration 2 --modes ve_whole --server-cpus 0 --train-cpus 0 --runs 1 \
+	--out "$T/mixed-pin.json" --outdir "$T/mixed-pin" --ve-env "$FAKE" >"$T/mixed-pin.txt" 2>&1 ||
+	{ tail -20 "$T/mixed-pin.txt"; echo "FAIL: pinned mixed"; exit 1; }
+grep -q "CPUs: server 0, training 0" "$T/mixed-pin.json" || { echo "FAIL: pinning not recorded"; exit 1; }
+grep -rqs "taskset" "$T/mixed-pin" || { echo "FAIL: no taskset in the commands"; exit 1; }
 python3 - "$T" <<'PY'
 import json, sys
 T = sys.argv[1]
