@@ -22,6 +22,10 @@
 #                          budget_spent reported
 #   oracle_refusals        fixed:leaves=5/10 (15 of 16 leaves) and --oracle-max 0 are
 #                          refused before anything runs, with a message saying why
+#   oracle_slo             train-infer (a latency job with an SLO): each policy is also
+#                          compared with the best partition that violates the SLO no
+#                          more than it does (slo_violation, best_static_slo,
+#                          vs_best_static_slo); the embedded default (no SLO) has none
 #   sim_bind_mode          --bind op runs per-op binding and says so (JSON "bind"), the
 #                          default is grant, --bind other is refused
 #   tests/ve_sim.sh ROOT BUILD
@@ -30,7 +34,7 @@ set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
-     sim_bind_mode"
+     oracle_slo sim_bind_mode"
 sim=$build/ve-sim
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
 	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
@@ -186,6 +190,40 @@ if run "$root/scenarios/llm-serving.txt" --horizon-ms 2000 --policies tpot:reser
 	ok tpot_grant_serving_not_starved
 else
 	fail tpot_grant_serving_not_starved "$(tail -n 2 "$tmp/tpot.err") $(pyerr)"
+fi
+
+# ---- the oracle at no more SLO violations: train-infer's best static split
+# starves the inference job (its p99 far past the SLO); the comparison that
+# counts for a user is with the partitions that violate no more.
+j=$tmp/slo.json
+if run "$root/scenarios/train-infer.txt" --oracle --horizon-ms 600 --policies tput,fixed \
+	--json "$j" >"$tmp/slo.out" 2>"$tmp/slo.err" &&
+	python3 - "$j" 2>"$tmp/py.err" <<'EOF2' &&
+import json, sys
+d = json.load(open(sys.argv[1]))
+o, pol = d["oracle"], d["policies"]
+parts = {"fixed:leaves=" + "/".join(map(str, p["partition"])): p for p in o["search"]["partitions"]}
+assert all("slo_violation" in p for p in parts.values()), "partitions without slo_violation"
+for name, p in pol.items():
+    v = p["slo_violation"]
+    ok = [q for q in parts.values() if q["slo_violation"] <= v + 1e-9]
+    if not ok:
+        assert p["best_static_slo"] is None and p["vs_best_static_slo"] is None, (name, p)
+        continue
+    best = max(ok, key=lambda q: q["aggregate"])
+    b = parts[p["best_static_slo"]]
+    assert b["slo_violation"] <= v + 1e-9, (name, b, v)
+    assert b["aggregate"] == best["aggregate"], (name, b, best)
+    r = p["aggregate_normalized_throughput"]["mean"] / b["aggregate"]
+    assert abs(p["vs_best_static_slo"] - r) < 1e-4, (name, p["vs_best_static_slo"], r)
+# fixed (an even split) is itself a static partition: at its own violations, 1.0 or less
+assert pol["fixed"]["vs_best_static_slo"] <= 1 + 1e-6, pol["fixed"]
+EOF2
+	grep -q 'of the best static partition with no more SLO violations\|no static partition violates SLOs as rarely' "$tmp/slo.out" &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert all("slo_violation" not in p for p in d["policies"].values())' "$tmp/default.json"; then
+	ok oracle_slo
+else
+	fail oracle_slo "$(tail -n 2 "$tmp/slo.err") $(pyerr)"
 fi
 
 # ---- four jobs: too many splits to run them all
