@@ -4,7 +4,8 @@ bench/gpu/llm.py and its own open-loop load generator, in one process.
 
   serve_llm.py --arrivals poisson|bursty --rate R --duration S --batch 1|16
                --graphs 0|1 --prompt-len 256 --gen-len 64 --seed 0
-               --start-at EPOCH --slo-tpot-ms X --slo-ttft-ms Y --json OUT [--small]
+               --start-at EPOCH | --go-file PATH
+               --slo-tpot-ms X --slo-ttft-ms Y --json OUT [--small]
   serve_llm.py --calibrate --batch 1|16 --json OUT [--small] [--graphs 0|1]
 
 Serving. The arrival schedule is computed up front from --seed: Poisson at
@@ -68,6 +69,11 @@ def parse(argv):
     ap.add_argument("--gen-len", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0, help="arrival schedule and prompts")
     ap.add_argument("--start-at", type=float, default=None, help="epoch seconds of the first arrival's time origin")
+    ap.add_argument("--go-file", default=None,
+                    help="after the imports and before touching CUDA, wait for this file holding "
+                         "{\"start_at\": EPOCH}, then as --start-at EPOCH (an orchestrator spawns the "
+                         "server while the previous run still holds the GPU)")
+    ap.add_argument("--go-timeout-s", type=float, default=600.0, help="give up waiting for --go-file")
     ap.add_argument("--slo-tpot-ms", type=float)
     ap.add_argument("--slo-ttft-ms", type=float)
     ap.add_argument("--json", required=True, help="result file")
@@ -104,6 +110,8 @@ def parse(argv):
             ap.error("--burst-on-s must be > 0 and --burst-off-s >= 0")
         if a.max_drain_s < 0:
             ap.error("--max-drain-s must be >= 0")
+        if a.start_at is not None and a.go_file:
+            ap.error("--start-at and --go-file exclude each other")
         if a.start_at is not None:
             now = time.time()
             if not (1e9 < a.start_at < now + 3600):
@@ -270,6 +278,15 @@ def main(argv=None):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import llm
 
+    if a.go_file and not a.calibrate:
+        t_end = time.time() + a.go_timeout_s
+        while not os.path.exists(a.go_file):
+            if time.time() > t_end:
+                print(f"serve_llm: no go file {a.go_file} after {a.go_timeout_s:.0f} s", file=sys.stderr)
+                return 2
+            time.sleep(0.01)
+        with open(a.go_file) as f:
+            a.start_at = float(json.load(f)["start_at"])
     if not torch.cuda.is_available():
         print("serve_llm: no CUDA device", file=sys.stderr)
         return 1

@@ -25,11 +25,17 @@ def main():
     ap.add_argument("--gen-len", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start-at", type=float)
+    ap.add_argument("--go-file")  # as serve_llm.py: wait for it before touching the GPU
     ap.add_argument("--slo-tpot-ms", type=float)
     ap.add_argument("--slo-ttft-ms", type=float)
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
-    time.sleep(0.5)  # imports, model load
+    time.sleep(0.5)  # imports
+    if a.go_file and not a.calibrate:
+        while not os.path.exists(a.go_file):
+            time.sleep(0.01)
+        with open(a.go_file) as f:
+            a.start_at = float(json.load(f)["start_at"])
     sm = attach()
     if a.calibrate:
         time.sleep(1.0)
