@@ -13,7 +13,7 @@
 # topology, GPU affinity) and prints a table: median p50/p95/p99, slow
 # passes, and slow passes among those where both threads shared a core.
 set -u
-OUTDIR=${1:?usage: infer_cpu.sh OUTDIR [ROUNDS]}
+OUTDIR=$(realpath -m "${1:?usage: infer_cpu.sh OUTDIR [ROUNDS]}") # before the cd below
 ROUNDS=${2:-4}
 cd "$(dirname "$0")/../.."
 mkdir -p "$OUTDIR"
@@ -21,9 +21,27 @@ mkdir -p "$OUTDIR"
 	lscpu 2>&1 | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA'
 	nvidia-smi topo -m 2>&1 | head -5
 } >"$OUTDIR/host.txt"
-PHYS=$(for f in /sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list; do
-	sed 's/[-,].*//' "$f"; done | sort -un | paste -sd, -)
-ALL=$(nproc --all)
+# The CPUs this process may use, and one of them per physical core (SMT
+# siblings from sysfs, within the allowed set).
+read -r ALL PHYS < <(python3 - <<'PY'
+import os
+allowed = sorted(os.sched_getaffinity(0))
+seen, phys = set(), []
+for c in allowed:
+    try:
+        txt = open(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read().strip()
+        sib = set()
+        for part in txt.split(","):
+            lo, _, hi = part.partition("-")
+            sib.update(range(int(lo), int(hi or lo) + 1))
+    except (OSError, ValueError):
+        sib = {c}
+    if not sib & seen:
+        phys.append(c)
+    seen |= sib
+print(len(allowed), ",".join(map(str, phys)))
+PY
+)
 NPHYS=$(echo "$PHYS" | tr ',' '\n' | wc -l)
 MODES="native tput tput_spin0"
 [ "$NPHYS" -lt "$ALL" ] && MODES="$MODES native_phys tput_phys"
@@ -35,10 +53,10 @@ for r in $(seq "$ROUNDS"); do
 		pre=()
 		case $m in *_phys) pre=(taskset -c "$PHYS") ;; esac
 		case $m in
-		native*) CPUS=1 timeout 120 "${pre[@]}" python3 bench/gpu/torch_infer_latency.py "$m" ;;
+		native*) CPUS=1 timeout 120 ${pre[@]+"${pre[@]}"} python3 bench/gpu/torch_infer_latency.py "$m" ;;
 		tput_spin0) CPUS=1 VE_IDLE_SPIN_US=0 timeout 120 build/ve-run --policy tput -- \
 			python3 bench/gpu/torch_infer_latency.py "$m" ;;
-		tput*) CPUS=1 timeout 120 "${pre[@]}" build/ve-run --policy tput -- \
+		tput*) CPUS=1 timeout 120 ${pre[@]+"${pre[@]}"} build/ve-run --policy tput -- \
 			python3 bench/gpu/torch_infer_latency.py "$m" ;;
 		esac >>"$J" 2>>"$OUTDIR/infer-cpu.err"
 	done

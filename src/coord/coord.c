@@ -35,6 +35,7 @@ struct grant_client {
 	struct take take[TAKES_MAX];
 	uint32_t ntakes;
 	uint64_t want_ns;    /* when the target last changed */
+	bool held;	     /* the policy asked for another target, refused by hold_ns */
 	struct ve_grant_report rep;
 	bool paused;	     /* stopped answering: no grant until it answers again */
 };
@@ -924,12 +925,40 @@ bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client)
 	       c->gc[client].share;
 }
 
+/* In a shared grant that nothing is about to change: its own target is
+ * what it holds (no move pending, none refused by hold_ns, nothing of its
+ * draining), and every other active client either holds the same shared
+ * entry just as settled or has no demand at all and is not latency-class.
+ * Anyone else with work or a pending change, or a latency client (a
+ * request would end the share and wait for what the sharers queued), may
+ * take these SMs at the next tick: then the sharers keep the short bound. */
+static bool share_settled_one(const struct ve_coord *c, uint32_t k, uint16_t entry)
+{
+	const struct grant_client *g = &c->gc[k];
+	return g->entry == entry && g->share && g->want == entry && g->want_share && !g->held &&
+	       !g->closing;
+}
+
 bool ve_coord_share_settled(const struct ve_coord *c, uint32_t client)
 {
 	if (c->share_contended || !ve_coord_grant_shared(c, client))
 		return false;
-	const struct grant_client *g = &c->gc[client];
-	return g->want == g->entry && g->want_share && !g->closing;
+	uint16_t e = c->gc[client].entry;
+	if (!share_settled_one(c, client, e))
+		return false;
+	for (uint32_t k = 0; k < c->rq.nclients; k++) {
+		if (k == client || !c->cl[k].active)
+			continue;
+		if (c->cl[k].flags & VE_READY_LATENCY)
+			return false;
+		if (share_settled_one(c, k, e))
+			continue;
+		const struct ve_client_demand *d = &c->gc[k].rep.demand;
+		if (d->ready || d->inflight || (d->flags & VE_DEMAND_WAITING) ||
+		    c->gc[k].want != VE_POOL_NONE || c->gc[k].entry != VE_POOL_NONE)
+			return false;
+	}
+	return true;
 }
 
 /* Takes the client's entry away (SMs outside 'keep' go on draining). */
@@ -987,16 +1016,21 @@ static int admit_pending(struct ve_coord *c)
 static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t share)
 {
 	struct grant_client *g = &c->gc[k];
-	if (t == g->want && share == g->want_share)
+	if (t == g->want && share == g->want_share) {
+		g->held = false;
 		return 0;
+	}
 	/* A target holds for hold_ns (unless the client goes idle or had none):
 	 * a policy whose plan swings between near-equal choices must not move
 	 * a client every tick, each move a drain, and a pending target that
 	 * keeps moving is never admitted (a latency client starved this way on
 	 * the H200: 53,000 grant changes in a minute, no request served). */
 	uint64_t now = coord_now(c);
-	if (g->want != VE_POOL_NONE && t != VE_POOL_NONE && now - g->want_ns < c->hold_ns)
+	if (g->want != VE_POOL_NONE && t != VE_POOL_NONE && now - g->want_ns < c->hold_ns) {
+		g->held = true; /* a change is coming: ve_coord_share_settled says no */
 		return 0;
+	}
+	g->held = false;
 	g->want_ns = now;
 	g->want = t;
 	g->want_share = share;

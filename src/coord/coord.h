@@ -132,8 +132,9 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 /* Whether the client's grant is shared (it may overlap other shared grants). */
 bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client);
 /* True while the client's grant is a shared one it already holds and keeps
- * (no change pending) and share_contended is off: others run on the same
- * SMs and none will be taken back, so its submit-ahead is a lone client's. */
+ * (no change pending or refused by hold_ns), every other active client is
+ * settled in the same entry or has no demand, none is latency-class, and
+ * share_contended is off: its submit-ahead is then a lone client's. */
 bool ve_coord_share_settled(const struct ve_coord *c, uint32_t client);
 /* Runs the policy's grant() if a tick is due (tick_ns since the last one),
  * a report asked for one, or force. Returns the grants changed. */
@@ -147,7 +148,8 @@ void ve_coord_client_pause(struct ve_coord *c, uint32_t client, bool paused);
 /* The client has nothing in flight and will read its grant before it submits
  * again (it sleeps): what was taken from it is drained now. */
 void ve_coord_client_drained(struct ve_coord *c, uint32_t client);
-/* Another client is registered (and could want SMs back at any tick). */
+/* Another client is registered (and could want SMs back at any tick),
+ * unless this one's shared grant is settled (ve_coord_share_settled). */
 bool ve_coord_contended(const struct ve_coord *c, uint32_t client);
 /* A measured run time of an op the client bound itself: refines T(key, m). */
 void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,

@@ -390,7 +390,9 @@ struct ve_ved_words {
 	/* ved -> client, one cache-line pair of its own. grant: the client's
 	 * grant, (generation << 16) | entry (0xffff: none), one word so the two
 	 * never tear; stored with release after the coordinator decided.
-	 * contended: another process is registered (keep little work ahead). */
+	 * contended: another process is registered (keep little work ahead),
+	 * unless this client settled in a grant it shares with every other
+	 * (ve_coord_share_settled: nothing would be taken back). */
 	_Atomic uint64_t grant;
 	_Atomic uint32_t contended;
 	uint32_t rsvd1[29];

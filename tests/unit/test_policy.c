@@ -1125,8 +1125,16 @@ static struct ve_coord *share_coord(const char *policy, bool share_contended)
 		VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
 	}
 	ve_coord_tick(c, true);
-	grant_report_busy(c, 0, 0);
-	grant_report_busy(c, 1, 0);
+	/* Each acknowledges its grant and stays busy. */
+	for (uint32_t k = 0; k < 2; k++) {
+		uint16_t e = VE_POOL_NONE;
+		uint64_t gen = 0;
+		VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+		struct ve_grant_report r = {.ack_gen = gen};
+		r.demand = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						     .active_ns = 1000000, .entry = e, .op_us = 3000};
+		VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
+	}
 	return c;
 }
 
@@ -1151,6 +1159,32 @@ VE_TEST(grant_shared_settled_is_not_contended)
 		VE_CHECK(!ve_coord_grant_shared(c, k));
 		VE_CHECK(ve_coord_contended(c, k));
 	}
+	ve_coord_destroy(c);
+	/* A third client with work waiting for a grant: the next tick may take
+	 * the sharers' SMs, so they keep the short bound now. */
+	c = share_coord("tput:share=1", false);
+	VE_CHECK_EQ(ve_coord_client_add(c, 2, 0), 0);
+	VE_CHECK(ve_coord_share_settled(c, 0)); /* registered, no demand yet */
+	struct ve_grant_report r = {0};
+	r.demand = (struct ve_client_demand){.ready = 1, .want_sms = 8, .active_ns = 1000000,
+					     .entry = VE_POOL_NONE, .flags = VE_DEMAND_WAITING};
+	VE_CHECK_EQ(ve_coord_report(c, 2, &r), 0);
+	VE_CHECK(!ve_coord_share_settled(c, 0) && ve_coord_contended(c, 0));
+	ve_coord_destroy(c);
+	/* A latency-class client, even idle: its next request ends the share
+	 * and would wait for whatever the sharers queued. */
+	c = share_coord("tput:share=1", false);
+	VE_CHECK_EQ(ve_coord_client_add(c, 2, VE_READY_LATENCY), 0);
+	VE_CHECK(!ve_coord_share_settled(c, 0) && ve_coord_contended(c, 0));
+	ve_coord_destroy(c);
+	/* A split the policy asked for within hold_ns (refused for now): the
+	 * change is coming, so not settled; once it lands, not shared. */
+	c = share_coord("tput:share=1", false);
+	switch_policy(c, "tput:share=0", 2000000);
+	VE_CHECK(ve_coord_grant_shared(c, 0)); /* still the shared entry ... */
+	VE_CHECK(!ve_coord_share_settled(c, 0) && ve_coord_contended(c, 0)); /* ... leaving */
+	switch_policy(c, "tput:share=0", 20000000);
+	VE_CHECK(!ve_coord_grant_shared(c, 0) && ve_coord_contended(c, 0));
 	ve_coord_destroy(c);
 }
 
