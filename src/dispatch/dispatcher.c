@@ -728,19 +728,23 @@ static void ready_op_from(struct ve_ready_op *o, const struct ve_ready_info *ri,
 
 /* ------------------------------------------------------------------ grant mode */
 
-/* SMs a launch could use at once: its blocks over the blocks an SM holds. */
-static uint32_t sm_demand(const struct ve_dispatcher *d, const struct ve_desc *desc)
+uint32_t ve__launch_sms(uint64_t blocks, uint32_t bps, uint32_t threads, uint32_t total,
+			bool spread)
 {
-	uint32_t total = d->pool->e[d->pool->root].sms;
-	uint64_t blocks = ve_desc_blocks(desc);
-	uint32_t bps = ve_desc_blocks_per_sm(desc);
 	if (!bps) {
-		uint32_t t = ve_desc_threads(desc);
-		bps = t ? 2048 / t : 32;
+		bps = threads ? 2048 / threads : 32;
 		bps = VE_MIN(VE_MAX(bps, 1u), 32u);
 	}
-	uint64_t need = (blocks + bps - 1) / bps;
+	uint64_t need = spread ? blocks : (blocks + bps - 1) / bps;
 	return need >= total ? total : (uint32_t)VE_MAX(need, 1u);
+}
+
+/* SMs a launch could use at once (ve__launch_sms). */
+static uint32_t sm_demand(const struct ve_dispatcher *d, const struct ve_desc *desc)
+{
+	return ve__launch_sms(ve_desc_blocks(desc), ve_desc_blocks_per_sm(desc),
+			      ve_desc_threads(desc), d->pool->e[d->pool->root].sms,
+			      d->cfg.want_spread);
 }
 
 static void note_demand(struct ve_dispatcher *d, uint32_t c, const struct ve_desc *desc,

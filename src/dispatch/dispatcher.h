@@ -79,6 +79,10 @@ struct ve_dispatcher_config {
 	 * last completes; a sleeping dispatcher costs it a futex wake-up, tens
 	 * of microseconds a step. */
 	uint64_t idle_spin_ns;
+	/* What a client wants in grant mode (VE_WANT): false = the fewest SMs
+	 * that hold each launch's blocks in one wave (fill), true = one SM per
+	 * block up to the whole GPU (spread). */
+	bool want_spread;
 	struct ve_trace *trace;	  /* optional */
 	/* Optional observer of every submission and completion (tests). */
 	void (*on_submit)(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
@@ -114,6 +118,14 @@ struct ve_dispatcher_stats {
 struct ve_dispatcher;
 
 int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispatcher **out);
+
+/* SMs a launch of 'blocks' blocks could use at once, at most 'total': with
+ * spread, one per block; else its blocks over the blocks an SM holds (bps,
+ * or 2048 / threads when unknown), the fewest SMs that run it in one wave.
+ * Fill is what the simulator's wave model rewards; on a GPU a narrow,
+ * memory-bound kernel also runs faster with its blocks on more SMs. */
+uint32_t ve__launch_sms(uint64_t blocks, uint32_t bps, uint32_t threads, uint32_t total,
+			bool spread);
 /* Stops the thread if running; in-flight work is abandoned (sync first). */
 void ve_dispatcher_destroy(struct ve_dispatcher *d);
 

@@ -138,6 +138,14 @@ static int load_config(struct ve_shim_config *c)
 	c->poll_us = v;
 	bad |= env_u64("VE_IDLE_SPIN_US", 100, 0, 100000, &v);
 	c->idle_spin_us = v;
+	char want[16];
+	env_str("VE_WANT", "fill", want, sizeof(want));
+	if (strcmp(want, "spread") == 0) {
+		c->want_spread = 1;
+	} else if (strcmp(want, "fill") != 0) {
+		VE_ERR("VE_WANT=%s is neither 'fill' nor 'spread'", want);
+		bad = 1;
+	}
 	char gm[16];
 	env_str("VE_GRAPHS", "auto", gm, sizeof(gm));
 	static const char *const gmodes[] = {"auto", "pool", "whole", "stream", "barrier"};
@@ -243,7 +251,8 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .ahead_max = 256,
 						     .mark_every = S->cfg.mark_every,
 						     .poll_ns = S->cfg.poll_us * 1000,
-						     .idle_spin_ns = S->cfg.idle_spin_us * 1000};
+						     .idle_spin_ns = S->cfg.idle_spin_us * 1000,
+						     .want_spread = S->cfg.want_spread != 0};
 	rc->trace = S->cfg.trace[0] != 0;
 }
 

@@ -40,6 +40,7 @@ struct ve_shim_config {
 	uint64_t sync_spin_us; /* VE_SYNC_SPIN_US: a waiting thread spins this long first */
 	uint64_t poll_us;      /* VE_POLL_US: dispatcher completion poll interval */
 	uint64_t idle_spin_us; /* VE_IDLE_SPIN_US: dispatcher spin before an idle sleep */
+	uint32_t want_spread;  /* VE_WANT=spread (default fill) */
 	uint32_t latency;   /* VE_CLASS=latency */
 	char trace[512];    /* VE_TRACE */
 	char profile[512];  /* VE_PROFILE */

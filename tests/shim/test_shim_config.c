@@ -24,6 +24,7 @@ static const struct bad bad_configs[] = {
     {"VE_POLICY=nonsense", "VE_POLICY"}, {"VE_CLASS=bogus", "VE_CLASS"},
     {"VE_LANES=0", "VE_LANES"},		 {"VE_MAX_OPS=lots", "VE_MAX_OPS"},
     {"VE_DISABLE=yes", "VE_DISABLE"},	 {"VE_DEVICE=7", "VE_DEVICE"},
+    {"VE_WANT=wide", "VE_WANT"},
 };
 
 static void bad_config_runs(const char *prog, const char *test)

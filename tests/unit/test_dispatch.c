@@ -1416,6 +1416,26 @@ static void rk_run(const char *policy, uint32_t nleaves, int lead, int iters,
 	b->ops->destroy(b);
 }
 
+/* What a client asks for per launch (VE_WANT): fill = its blocks over the
+ * blocks an SM holds, spread = one SM per block; both at most the GPU and
+ * at least one SM. */
+VE_TEST(grant_want_fill_or_spread)
+{
+	/* 64 blocks of 256 threads: 8 fit an SM (2048 threads), so 8 SMs
+	 * hold them in one wave; spread, 64. */
+	VE_CHECK_EQ(ve__launch_sms(64, 0, 256, 132, false), 8);
+	VE_CHECK_EQ(ve__launch_sms(64, 0, 256, 132, true), 64);
+	/* The occupancy the launch reported wins over the thread guess. */
+	VE_CHECK_EQ(ve__launch_sms(64, 2, 256, 132, false), 32);
+	/* Wider than the GPU: the GPU, both ways. */
+	VE_CHECK_EQ(ve__launch_sms(1000, 0, 256, 132, false), 125);
+	VE_CHECK_EQ(ve__launch_sms(1000, 0, 256, 132, true), 132);
+	VE_CHECK_EQ(ve__launch_sms(2000, 0, 256, 132, false), 132);
+	/* One block, or none reported: one SM. */
+	VE_CHECK_EQ(ve__launch_sms(1, 0, 1024, 132, false), 1);
+	VE_CHECK_EQ(ve__launch_sms(0, 0, 0, 132, true), 1);
+}
+
 /* The submit-ahead bound is predicted time, not a count. Counted from the
  * lane's average time per op (7 us after the 40 short kernels) it let 21
  * ops in, four long ones (6-6.75 ms) among them, all of which a grant taken away
