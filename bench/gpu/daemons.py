@@ -246,6 +246,15 @@ class Ved:
         d = {x: int(m.group(i + 1)) for i, x in enumerate(k)}
         d.update(reclaim_us_p50=float(m.group(4)), reclaim_us_p99=float(m.group(5)),
                  reclaim_us_max=float(m.group(6)))
+        # What each client was granted, from the line ved logs as it leaves
+        # (keyed by pid: the orchestrator knows which job that was).
+        d["clients"] = {}
+        for c in re.finditer(r"client \d+ \(pid (\d+), [^)]*\) left .*?granted ([\d.]+) SMs on "
+                             r"average over ([\d.]+) s \((\d+)% of it granted, (\d+)% shared\)",
+                             self._log()):
+            d["clients"][c.group(1)] = {"sms_mean": float(c.group(2)), "span_s": float(c.group(3)),
+                                        "granted_frac": int(c.group(4)) / 100,
+                                        "shared_frac": int(c.group(5)) / 100}
         return d
 
 

@@ -36,6 +36,8 @@ struct grant_client {
 	uint32_t ntakes;
 	uint64_t want_ns;    /* when the target last changed */
 	bool held;	     /* the policy asked for another target, refused by hold_ns */
+	struct ve_grant_usage use; /* since it registered (ve_coord_grant_usage) */
+	uint64_t use_since;	   /* use counted up to here */
 	struct ve_grant_report rep;
 	bool paused;	     /* stopped answering: no grant until it answers again */
 };
@@ -44,6 +46,7 @@ static int run_prepare(struct ve_coord *c, const struct ve_hint *h);
 static uint64_t inuse(const struct ve_coord *c, uint32_t k);
 static void take_add(struct ve_coord *c, struct grant_client *g, uint64_t lost);
 static uint64_t coord_now(const struct ve_coord *c);
+static void usage_note(struct ve_coord *c, struct grant_client *g);
 
 struct ve_coord {
 	struct ve_pool pool;
@@ -316,7 +319,8 @@ int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags)
 				   .want = VE_POOL_NONE,
 				   .gen = old.gen + 1,
 				   .closing = old.closing,
-				   .ntakes = old.ntakes};
+				   .ntakes = old.ntakes,
+				   .use_since = VE_MAX(coord_now(c), 1ull)};
 	for (uint32_t i = 0; i < old.ntakes; i++)
 		g->take[i] = (struct take){.leaves = old.take[i].leaves, .gen = g->gen,
 					   .ns = old.take[i].ns};
@@ -343,13 +347,17 @@ int ve_coord_client_remove(struct ve_coord *c, uint32_t client)
 	 * stay closing until its dispatcher reports them drained (a process that
 	 * died: ve_coord_client_forget, the driver ended its work). */
 	struct grant_client *g = &c->gc[client];
+	usage_note(c, g);
 	struct grant_client old = *g;
 	uint64_t left = inuse(c, client);
+	/* Its usage stays readable (ve_coord_grant_usage) until the slot is
+	 * reused; it no longer grows. */
 	*g = (struct grant_client){.entry = VE_POOL_NONE,
 				   .want = VE_POOL_NONE,
 				   .gen = old.gen + 1,
 				   .closing = old.closing,
-				   .ntakes = old.ntakes};
+				   .ntakes = old.ntakes,
+				   .use = old.use};
 	memcpy(g->take, old.take, sizeof(g->take));
 	take_add(c, g, left & ~old.closing);
 	c->urgent = true;
@@ -869,6 +877,7 @@ void ve_coord_client_forget(struct ve_coord *c, uint32_t client)
 		return;
 	struct grant_client *g = &c->gc[client];
 	if (g->entry != VE_POOL_NONE || g->closing || g->rep.busy_leaves) {
+		usage_note(c, g);
 		g->entry = g->want = VE_POOL_NONE;
 		g->closing = 0;
 		g->ntakes = 0;
@@ -961,11 +970,46 @@ bool ve_coord_share_settled(const struct ve_coord *c, uint32_t client)
 	return true;
 }
 
+/* What g held from use_since to now, added to its usage. Called before
+ * every change of its entry. */
+static void usage_add(const struct ve_coord *c, const struct grant_client *g,
+		      struct ve_grant_usage *u, uint64_t now)
+{
+	if (!g->use_since || now <= g->use_since)
+		return;
+	uint64_t dt = now - g->use_since;
+	u->span_ns += dt;
+	if (g->entry != VE_POOL_NONE && g->entry < c->pool.nentries) {
+		u->granted_ns += dt;
+		u->sm_ns += (uint64_t)c->pool.e[g->entry].sms * dt;
+		if (g->share)
+			u->shared_ns += dt;
+	}
+}
+
+static void usage_note(struct ve_coord *c, struct grant_client *g)
+{
+	uint64_t now = coord_now(c);
+	usage_add(c, g, &g->use, now);
+	g->use_since = VE_MAX(now, 1ull);
+}
+
+int ve_coord_grant_usage(const struct ve_coord *c, uint32_t client, struct ve_grant_usage *u)
+{
+	if (client >= c->rq.nclients || !u)
+		return -ENOENT;
+	const struct grant_client *g = &c->gc[client];
+	*u = g->use;
+	usage_add(c, g, u, coord_now(c));
+	return 0;
+}
+
 /* Takes the client's entry away (SMs outside 'keep' go on draining). */
 static void grant_take(struct ve_coord *c, uint32_t k, uint64_t keep)
 {
 	struct grant_client *g = &c->gc[k];
 	uint64_t lost = leaves_of(c, g->entry) & ~keep;
+	usage_note(c, g);
 	g->entry = VE_POOL_NONE;
 	g->gen++;
 	c->st.grant_changes++;
@@ -998,6 +1042,7 @@ static int admit_pending(struct ve_coord *c)
 			}
 			/* An entry still held here is inside the target (a growth,
 			 * see grant_target): its SMs stay this client's. */
+			usage_note(c, g);
 			g->entry = g->want;
 			g->share = g->want_share;
 			g->gen++;

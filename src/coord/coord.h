@@ -88,6 +88,13 @@ struct ve_grant_report {
 	uint64_t binds, done; /* cumulative: ops bound to its grants, completed (metrics) */
 };
 
+/* A client's grants since it registered (grant mode): how long it has been
+ * registered, granted anything, granted a shared entry, and the SM-time of
+ * its grants (sm_ns / span_ns = the SMs it held on average). */
+struct ve_grant_usage {
+	uint64_t span_ns, granted_ns, shared_ns, sm_ns;
+};
+
 struct ve_coord;
 
 int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, char *err,
@@ -131,6 +138,8 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, uint64_t *gen);
 /* Whether the client's grant is shared (it may overlap other shared grants). */
 bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client);
+/* Its grant usage, counted up to now (up to its removal once removed). */
+int ve_coord_grant_usage(const struct ve_coord *c, uint32_t client, struct ve_grant_usage *u);
 /* True while the client's grant is a shared one it already holds and keeps
  * (no change pending or refused by hold_ns), every other active client is
  * settled in the same entry or has no demand, none is latency-class, and

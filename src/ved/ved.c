@@ -346,6 +346,18 @@ static void conn_close(struct ved *d, struct vconn *c, const char *why, bool vio
 	if (c->registered) {
 		struct ve_serve_client_info ci;
 		ve_serve_client_info(d->srv, c->id, &ci);
+		/* What it was granted, for the log line benchmarks read (grant
+		 * mode): how many SMs on average, how much of the time shared. */
+		char use[160] = "";
+		struct ve_grant_usage u;
+		const struct ve_coord *co = ve_serve_coord(d->srv);
+		if (ve_coord_grant_mode(co) && ve_coord_grant_usage(co, c->id, &u) == 0 && u.span_ns)
+			snprintf(use, sizeof(use),
+				 "; granted %.1f SMs on average over %.2f s (%.0f%% of it granted, "
+				 "%.0f%% shared)",
+				 (double)u.sm_ns / (double)u.span_ns, (double)u.span_ns / 1e9,
+				 100.0 * (double)u.granted_ns / (double)u.span_ns,
+				 100.0 * (double)u.shared_ns / (double)u.span_ns);
 		uint32_t reclaimed = ve_serve_client_remove(d->srv, c->id);
 		d->by_id[c->id] = NULL;
 		d->nregistered--;
@@ -355,9 +367,9 @@ static void conn_close(struct ved *d, struct vconn *c, const char *why, bool vio
 		else
 			VE_INFO(
 			    "ved: client %u (pid %d, %s) left (%s): %llu ops done, %u reclaimed, "
-			    "its leases released; %u clients",
+			    "its leases released; %u clients%s",
 			    c->id, (int)c->pid, ci.name, why, (unsigned long long)ci.completions,
-			    reclaimed, d->nregistered);
+			    reclaimed, d->nregistered, use);
 		ve_shm_set_state(&c->shm, VE_SIDE_COORD, VE_IPC_S_DETACHED);
 		ve_shm_fini(&c->shm);
 		if (c->efd >= 0) {

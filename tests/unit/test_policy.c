@@ -1188,6 +1188,48 @@ VE_TEST(grant_shared_settled_is_not_contended)
 	ve_coord_destroy(c);
 }
 
+/* What each client was granted over time (ved logs it when a client
+ * leaves; benchmarks read it): SM-time, time granted, time shared, counted
+ * at every change of its grant and up to now, frozen at its removal. */
+VE_TEST(grant_usage_counts_sm_time_per_client)
+{
+	struct ve_coord *c = mk_coord("fixed:leaves=8/8", false, false);
+	add_clients(c, 2); /* at t = 1 ns */
+	ve_coord_set_now(c, 1000001);
+	ve_coord_tick(c, true); /* granted at 1 ms: 64 and 68 SMs */
+	VE_CHECK_EQ(granted_leaves(c, 0), 0x00ff);
+	struct ve_grant_usage u;
+	ve_coord_set_now(c, 11000001);
+	VE_CHECK_EQ(ve_coord_grant_usage(c, 0, &u), 0);
+	VE_CHECK_EQ(u.span_ns, 11000000);
+	VE_CHECK_EQ(u.granted_ns, 10000000);
+	VE_CHECK_EQ(u.sm_ns, 64ull * 10000000);
+	VE_CHECK_EQ(u.shared_ns, 0);
+	VE_CHECK_EQ(ve_coord_grant_usage(c, 1, &u), 0);
+	VE_CHECK_EQ(u.sm_ns, 68ull * 10000000);
+	/* 4/12 at 11 ms: client 0 keeps 32 SMs (inside its 64), client 1 gets
+	 * 100 once client 0's other leaves are reported free (at 21 ms). */
+	switch_policy(c, "fixed:leaves=4/12", 11000001);
+	VE_CHECK_EQ(granted_leaves(c, 0), 0x000f);
+	ve_coord_set_now(c, 21000001);
+	grant_report_busy(c, 0, 0x000f);
+	ve_coord_tick(c, true);
+	VE_CHECK_EQ(granted_leaves(c, 1), 0xfff0);
+	ve_coord_set_now(c, 31000001);
+	VE_CHECK_EQ(ve_coord_grant_usage(c, 0, &u), 0);
+	VE_CHECK_EQ(u.sm_ns, 64ull * 10000000 + 32ull * 20000000);
+	VE_CHECK_EQ(ve_coord_grant_usage(c, 1, &u), 0);
+	VE_CHECK_EQ(u.sm_ns, 68ull * 20000000 + 100ull * 10000000);
+	/* Removed at 31 ms: frozen there. */
+	VE_CHECK_EQ(ve_coord_client_remove(c, 0), 0);
+	ve_coord_set_now(c, 41000001);
+	VE_CHECK_EQ(ve_coord_grant_usage(c, 0, &u), 0);
+	VE_CHECK_EQ(u.span_ns, 31000000);
+	VE_CHECK_EQ(u.sm_ns, 64ull * 10000000 + 32ull * 20000000);
+	VE_CHECK_EQ(ve_coord_grant_usage(c, 9, &u), -ENOENT);
+	ve_coord_destroy(c);
+}
+
 VE_TEST(fixed_leaves_refuses_what_is_not_a_partition_of_the_leaves)
 {
 	/* The H200 pool has 16 leaves: every spec below is refused at create,

@@ -57,6 +57,11 @@ for p in c["pairs"]:
         assert e["mps_verified"] is True, (p["name"], m, e["mps_detail"])
         if m.startswith("ve_"):
             assert e["ve_verified"] is True and e["ved_died"] is False, (p["name"], m, e)
+            # ved's log line as each client left: the SMs it was granted
+            # (the stand-ins are mostly idle, so little, but not nothing)
+            g = e["grant_sms_mean"]
+            assert len(g) == 2 and all(x is not None and 0 <= x <= 132 for x in g), (p["name"], m, g)
+            assert max(g) > 0, (p["name"], m, g)
         assert e["bitwise"] is (m != "mps_split"), (p["name"], m, e["bitwise"])
         assert e["sm_count_seen"] == ([66] if m == "mps_split" else [132]), e["sm_count_seen"]
 assert set(c["pairs"][2]["modes"]) == {"mps", "ve_tput@b16"}, c["pairs"][2]["modes"].keys()
