@@ -84,6 +84,27 @@ static void env_str(const char *name, const char *dflt, char *out, size_t len)
 	snprintf(out, len, "%s", s && *s ? s : dflt);
 }
 
+/* A knob that is one word out of 'choices' (the first is the default):
+ * its index, or -EINVAL with a line naming the knob and the words. */
+static int env_choice(const char *name, const char *const *choices, uint32_t n, uint32_t *out)
+{
+	const char *s = getenv(name);
+	*out = 0;
+	if (!s || !*s)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(s, choices[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	char list[160] = "";
+	for (uint32_t i = 0, off = 0; i < n && off < sizeof(list); i++)
+		off += (uint32_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "",
+					  choices[i]);
+	VE_ERR("%s=%s is none of %s", name, s, list);
+	return -EINVAL;
+}
+
 static int check_daemon_env(void);
 
 /* Reads and validates every VE_* knob (docs/configuration.md). */
@@ -117,14 +138,8 @@ static int load_config(struct ve_shim_config *c)
 	c->strict = (uint32_t)v;
 	bad |= env_u64("VE_PRELOAD", 1, 0, 1, &v);
 	c->preload = (uint32_t)v;
-	char bind[16];
-	env_str("VE_BIND", "grant", bind, sizeof(bind));
-	if (strcmp(bind, "op") == 0) {
-		c->per_op = 1;
-	} else if (strcmp(bind, "grant") != 0) {
-		VE_ERR("VE_BIND=%s is neither 'grant' nor 'op'", bind);
-		bad = 1;
-	}
+	static const char *const binds[] = {"grant", "op"};
+	bad |= env_choice("VE_BIND", binds, 2, &c->per_op);
 	bad |= env_u64("VE_TICK_US", 200, 10, 1000000, &v);
 	c->tick_us = v;
 	bad |= env_u64("VE_AHEAD_US", 150, 0, 1000000, &v);
@@ -138,34 +153,13 @@ static int load_config(struct ve_shim_config *c)
 	c->poll_us = v;
 	bad |= env_u64("VE_IDLE_SPIN_US", 100, 0, 100000, &v);
 	c->idle_spin_us = v;
-	char want[16];
-	env_str("VE_WANT", "fill", want, sizeof(want));
-	if (strcmp(want, "spread") == 0) {
-		c->want_spread = 1;
-	} else if (strcmp(want, "fill") != 0) {
-		VE_ERR("VE_WANT=%s is neither 'fill' nor 'spread'", want);
-		bad = 1;
-	}
-	char gm[16];
-	env_str("VE_GRAPHS", "auto", gm, sizeof(gm));
+	static const char *const wants[] = {"fill", "spread"};
+	bad |= env_choice("VE_WANT", wants, 2, &c->want_spread);
+	/* In the order of enum ve_graphs_mode (VE_GRAPHS_AUTO first). */
 	static const char *const gmodes[] = {"auto", "pool", "whole", "stream", "barrier"};
-	c->graphs = UINT32_MAX;
-	for (uint32_t i = 0; i < VE_ARRAY_SIZE(gmodes); i++)
-		if (strcmp(gm, gmodes[i]) == 0)
-			c->graphs = i;
-	if (c->graphs == UINT32_MAX) {
-		VE_ERR("VE_GRAPHS=%s is none of auto, pool, whole, stream, barrier", gm);
-		c->graphs = VE_GRAPHS_AUTO;
-		bad = 1;
-	}
-	char cls[32];
-	env_str("VE_CLASS", "batch", cls, sizeof(cls));
-	if (strcmp(cls, "latency") == 0) {
-		c->latency = 1;
-	} else if (strcmp(cls, "batch") != 0) {
-		VE_ERR("VE_CLASS=%s is neither 'batch' nor 'latency'", cls);
-		bad = 1;
-	}
+	bad |= env_choice("VE_GRAPHS", gmodes, VE_ARRAY_SIZE(gmodes), &c->graphs);
+	static const char *const classes[] = {"batch", "latency"};
+	bad |= env_choice("VE_CLASS", classes, 2, &c->latency);
 	env_str("VE_TRACE", "", c->trace, sizeof(c->trace));
 	env_str("VE_PROFILE", "", c->profile, sizeof(c->profile));
 	env_str("VE_PROFILE_OUT", "", c->profile_out, sizeof(c->profile_out));

@@ -406,6 +406,14 @@ static void grant_fix_fini(struct grant_fix *f)
 	ve_coord_destroy(f->c);
 }
 
+/* After a round: clients 0 and 1 both granted, on disjoint SMs; client k's SMs. */
+static uint32_t grant_fix_split_sms(const struct grant_fix *f, uint32_t k)
+{
+	VE_CHECK(f->plan.entry[0] != VE_POOL_NONE && f->plan.entry[1] != VE_POOL_NONE);
+	VE_CHECK_EQ(f->p->e[f->plan.entry[0]].leaves & f->p->e[f->plan.entry[1]].leaves, 0);
+	return f->p->e[f->plan.entry[k]].sms;
+}
+
 /* A knob value the policy must refuse. */
 static void knob_refused(const char *policy, const char *args)
 {
@@ -432,9 +440,7 @@ static uint32_t tpot_lat_sms(const char *args, uint32_t flags, uint64_t deadline
 					     .deadline_ns = deadline_ns,
 					     .flags = VE_DEMAND_LATENCY | flags};
 	grant_fix_round(&f);
-	VE_CHECK(f.plan.entry[0] != VE_POOL_NONE && f.plan.entry[1] != VE_POOL_NONE);
-	VE_CHECK_EQ(f.p->e[f.plan.entry[0]].leaves & f.p->e[f.plan.entry[1]].leaves, 0);
-	uint32_t sms = f.p->e[f.plan.entry[1]].sms;
+	uint32_t sms = grant_fix_split_sms(&f, 1);
 	grant_fix_fini(&f);
 	return sms;
 }
@@ -551,10 +557,8 @@ static uint32_t duty_split_sms(const char *args, bool latency, uint32_t *other)
 	f.dem[0].entry = VE_POOL_NONE;
 	f.plan.entry[0] = VE_POOL_NONE;
 	grant_fix_round(&f);
-	VE_CHECK(f.plan.entry[0] != VE_POOL_NONE && f.plan.entry[1] != VE_POOL_NONE);
-	VE_CHECK_EQ(f.p->e[f.plan.entry[0]].leaves & f.p->e[f.plan.entry[1]].leaves, 0);
-	uint32_t sms = f.p->e[f.plan.entry[0]].sms;
-	*other = f.p->e[f.plan.entry[1]].sms;
+	uint32_t sms = grant_fix_split_sms(&f, 0);
+	*other = grant_fix_split_sms(&f, 1);
 	grant_fix_fini(&f);
 	return sms;
 }
