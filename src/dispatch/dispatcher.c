@@ -1044,9 +1044,11 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		if (cp->t_end_ns > L->last_done_ns)
 			L->last_done_ns = cp->t_end_ns;
 	}
+	bool late = f.deadline_ns && cp->t_end_ns > f.deadline_ns;
+	d->st.late_ops += late;
 	if (f.granted) {
 		d->gc[f.client].done++;
-		if (f.deadline_ns && cp->t_end_ns > f.deadline_ns)
+		if (late)
 			d->gc[f.client].late_ns = VE_MAX(cp->t_end_ns, 1ull);
 		uint32_t *ei = &d->ent_inflight[f.client * d->pool->nentries + f.entry];
 		/* A profile sample: timed by its own marker, alone on its entry. */

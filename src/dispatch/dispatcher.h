@@ -109,6 +109,7 @@ struct ve_dispatcher_stats {
 	uint64_t deferred, marks, flushes; /* completion markers saved, written, forced */
 	uint64_t watchdog_binds;	   /* ops the bind deadline sent to the root entry */
 	uint64_t stuck_lanes;		   /* lanes found without progress for the deadline */
+	uint64_t late_ops; /* latency ops that finished after their deadline (advice, VE_TPOT_MS) */
 	/* Driver submissions that held this thread 1 ms or more (a kernel's
 	 * lazy loading, a driver lock): it neither polls nor answers the
 	 * coordinator meanwhile. */

@@ -427,10 +427,34 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++)
 		registered += v->clients[k].active != 0;
 	bool alone = t->alone && registered == 1;
+	/* A target in transition (set, wide enough, not yet in effect, its
+	 * client with work waiting for it) keeps its SMs: they are out of what
+	 * the others are planned in. A busy client that always has work ready
+	 * otherwise won MinBind on the next tick, took part of that target, and
+	 * a client that needs those SMs to run at all (a graph of cluster
+	 * kernels sized as the whole GPU, a cooperative grid) never got them: on
+	 * the H200 each of its launches waited 10 s for the watchdog. Once in
+	 * effect, the target is planned again like any other. Shared targets
+	 * are not kept (the shared entry is everyone's). */
+	uint64_t pinned[VE_POLICY_MAX_CLIENTS / 64 + 1] = {0};
+	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
+		if (skip_clients && (skip_clients[k / 64] >> (k % 64) & 1))
+			continue;
+		const struct ve_client_demand *d = &dem[k];
+		uint16_t tg = plan->entry[k];
+		if (!v->clients[k].active || tg == VE_POOL_NONE || tg >= p->nentries ||
+		    plan->share[k] || tg == d->entry || p->e[tg].sms < d->min_sms ||
+		    !(d->ready || (d->flags & VE_DEMAND_WAITING)) || (p->e[tg].leaves & ~avail))
+			continue;
+		pinned[k / 64] |= 1ull << (k % 64);
+		avail &= ~p->e[tg].leaves;
+	}
 	/* Clients waiting for a grant go first (MinBind order), then the rest. */
 	for (uint32_t pass = 0; pass < 2; pass++) {
 		for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 			if (skip_clients && (skip_clients[k / 64] >> (k % 64) & 1))
+				continue;
+			if (pinned[k / 64] >> (k % 64) & 1)
 				continue;
 			const struct ve_client_demand *d = &dem[k];
 			/* Waiting for a decision, not for a drain: a client whose

@@ -148,10 +148,21 @@ static void kernel_node(CUgraphNode n, struct ve_gshape *sh)
 		uint32_t cs = (v.clusterDim.x ? v.clusterDim.x : 1) *
 			      (v.clusterDim.y ? v.clusterDim.y : 1) *
 			      (v.clusterDim.z ? v.clusterDim.z : 1);
-		/* As for kernels: a leaf holds two SMs of a GPC. */
+		/* As for kernels (cluster.c): a leaf holds two SMs of a GPC, so a
+		 * cluster larger than 2 fits only entries the driver's occupancy
+		 * calculator finds wide enough, the whole GPU if it cannot say.
+		 * Every such graph taking the whole GPU (the earlier rule) made a
+		 * decode server's graph of cuBLAS kernels with clusters of 4 wait
+		 * for the training beside it to drain, every token (H200: TPOT
+		 * 2x alone, training 0.41) or starve under tput's grants. */
 		if (cs > 2) {
 			sh->flags |= VE_G_CLUSTER;
-			sh->min_sms = UINT32_MAX;
+			const uint32_t cl[3] = {v.clusterDim.x, v.clusterDim.y, v.clusterDim.z};
+			const uint32_t blk[3] = {p.blockDimX, p.blockDimY, p.blockDimZ};
+			CUfunction f = p.func ? p.func : (CUfunction)(void *)p.kern;
+			uint32_t m = f ? ve__cluster_min_sms(f, cl, blk, p.sharedMemBytes) : UINT32_MAX;
+			if (m > sh->min_sms)
+				sh->min_sms = m;
 		}
 	}
 	memset(&v, 0, sizeof(v));
@@ -631,9 +642,11 @@ int ve__gexec_submit(CUgraphExec x, const struct ve_target *t, bool upload, bool
 		if (g.placement != VE_GP_POOL || m > total)
 			m = total; /* the whole GPU (clusters, unknown occupancy, stream placement) */
 		d.u.call.min_sms = m;
+		atomic_fetch_add_explicit(m >= total ? &ve__shim.graph_whole : &ve__shim.graph_pool, 1,
+					  memory_order_relaxed);
 		if (ve__shim.cfg.latency) {
 			d.flags |= VE_DESC_LATENCY;
-			d.deadline_ns = ve__deadline_ns;
+			d.deadline_ns = ve__op_deadline();
 		}
 	}
 	ve_tok prev = s->last, tok = VE_TOK_NONE;

@@ -70,8 +70,11 @@ static CUresult submit_wait(const struct ve_target *t, const struct ve_desc *d, 
 	int rc = ve_vctx_submit(V(), t->ls, d, 0, &tok);
 	if (rc)
 		return ve__cu_error(rc);
-	if (wait)
-		return ve__cu_error(ve_vctx_tok_wait(V(), tok));
+	if (wait) {
+		rc = ve_vctx_tok_wait(V(), tok);
+		ve__step_end();
+		return ve__cu_error(rc);
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -177,7 +180,9 @@ CUresult cuStreamSynchronize(CUstream s)
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
 		return VE_CALL(cuStreamSynchronize, (s));
-	return ve__cu_error(ve_vctx_stream_sync(V(), t.ls));
+	int rc = ve_vctx_stream_sync(V(), t.ls);
+	ve__step_end();
+	return ve__cu_error(rc);
 }
 
 CUresult cuStreamQuery(CUstream s)
@@ -593,7 +598,9 @@ CUresult cuEventSynchronize(CUevent e)
 		ve__gexec_quiesce_all();
 		return VE_CALL0(cuEventSynchronize, (e));
 	}
-	return ve__cu_error(ve_vctx_event_sync(V(), ei.le));
+	int rc = ve_vctx_event_sync(V(), ei.le);
+	ve__step_end();
+	return ve__cu_error(rc);
 }
 
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
@@ -840,7 +847,7 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 	}
 	if (ve__shim.cfg.latency) {
 		d->flags |= VE_DESC_LATENCY;
-		d->deadline_ns = ve__deadline_ns; /* ve_advise_deadline/step, 0 = none */
+		d->deadline_ns = ve__op_deadline(); /* advice or VE_TPOT_MS, 0 = none */
 	}
 	return CUDA_SUCCESS;
 }
@@ -1309,6 +1316,7 @@ CUresult cuCtxSynchronize(void)
 		VE_CALL0(cuCtxGetCurrent, (&cur));
 		if (cur == ve__shim.ctx) {
 			int rc = ve_vctx_ctx_sync(V());
+			ve__step_end();
 			if (rc)
 				return ve__cu_error(rc);
 		}
@@ -1325,6 +1333,7 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 			VE_CALL0(cuCtxGetCurrent, (&cur));
 		if (cur == ve__shim.ctx) {
 			int rc = ve_vctx_ctx_sync(V());
+			ve__step_end();
 			if (rc)
 				return ve__cu_error(rc);
 		}

@@ -105,6 +105,22 @@ static int env_choice(const char *name, const char *const *choices, uint32_t n, 
 	return -EINVAL;
 }
 
+/* A time in milliseconds, fractions allowed, 0 < ms <= hi_ms; unset: 0. */
+static int env_ms(const char *name, double hi_ms, uint64_t *out_ns)
+{
+	const char *s = getenv(name);
+	*out_ns = 0;
+	if (!s || !*s)
+		return 0;
+	double d;
+	if (ve__parse_double(s, &d) || !(d > 0) || d > hi_ms) {
+		VE_ERR("%s=%s is not a time in milliseconds in (0, %g]", name, s, hi_ms);
+		return -EINVAL;
+	}
+	*out_ns = (uint64_t)(d * 1e6);
+	return 0;
+}
+
 static int check_daemon_env(void);
 
 /* Reads and validates every VE_* knob (docs/configuration.md). */
@@ -160,6 +176,14 @@ static int load_config(struct ve_shim_config *c)
 	bad |= env_choice("VE_GRAPHS", gmodes, VE_ARRAY_SIZE(gmodes), &c->graphs);
 	static const char *const classes[] = {"batch", "latency"};
 	bad |= env_choice("VE_CLASS", classes, 2, &c->latency);
+	bad |= env_ms("VE_TPOT_MS", 60000.0, &c->tpot_ns);
+	if (c->tpot_ns && !c->latency) {
+		/* Deadlines are for latency-class clients only (ve_advise_step
+		 * refuses them to others too). */
+		VE_ERR("VE_TPOT_MS is set but VE_CLASS is not latency: step deadlines are only "
+		       "for latency-class clients");
+		bad = 1;
+	}
 	env_str("VE_TRACE", "", c->trace, sizeof(c->trace));
 	env_str("VE_PROFILE", "", c->profile, sizeof(c->profile));
 	env_str("VE_PROFILE_OUT", "", c->profile_out, sizeof(c->profile_out));
@@ -439,6 +463,20 @@ static void shim_atexit(void)
 		VE_INFO("exit: %llu graph copies made for pool entries (their kernels on the "
 			"entry's SMs), %llu could not be made (those graphs ran on every SM)",
 			(unsigned long long)gcopies, (unsigned long long)gfailed);
+	uint64_t gp = atomic_load(&S->graph_pool), gw = atomic_load(&S->graph_whole);
+	if (gp || gw)
+		VE_INFO("exit: %llu graph launches: %llu may run on a pool entry, %llu need the whole "
+			"GPU (clusters the driver could not place, cooperative nodes as wide as the "
+			"GPU, graphs without copies, stream placement)",
+			(unsigned long long)(gp + gw), (unsigned long long)gp,
+			(unsigned long long)gw);
+	uint64_t nst = atomic_load(&S->steps);
+	if (S->cfg.tpot_ns && nst)
+		VE_INFO("exit: %llu steps (first launch to blocking wait), %llu longer than "
+			"VE_TPOT_MS=%g, the longest %.2f ms; %llu ops finished after their deadline",
+			(unsigned long long)nst, (unsigned long long)atomic_load(&S->steps_late),
+			(double)S->cfg.tpot_ns / 1e6, (double)atomic_load(&S->step_max_ns) / 1e6,
+			(unsigned long long)rs.dispatch.late_ops);
 	uint64_t bn = atomic_load(&S->barrier_done_at_once), bl = atomic_load(&S->barrier_linked);
 	if (bn || bl)
 		VE_INFO("exit: %llu ordered pass-through calls (pageable copies and the like): %llu "
@@ -931,7 +969,9 @@ CUresult ve__barrier_begin(const struct ve_target *t)
 {
 	if (!t->virt)
 		return CUDA_SUCCESS;
-	return ve__cu_error(ve_vctx_stream_sync(ve__shim.v, t->ls));
+	int rc = ve_vctx_stream_sync(ve__shim.v, t->ls);
+	ve__step_end(); /* a pageable copy's wait: the host reads a result */
+	return ve__cu_error(rc);
 }
 
 /* VE_OP_CALL body, polled on the host (VE_DESC_HOST_POLL): done when the

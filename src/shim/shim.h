@@ -42,6 +42,7 @@ struct ve_shim_config {
 	uint64_t idle_spin_us; /* VE_IDLE_SPIN_US: dispatcher spin before an idle sleep */
 	uint32_t want_spread;  /* VE_WANT=spread (default fill) */
 	uint32_t latency;   /* VE_CLASS=latency */
+	uint64_t tpot_ns;   /* VE_TPOT_MS: a latency client's step deadline (0: none) */
 	char trace[512];    /* VE_TRACE */
 	char profile[512];  /* VE_PROFILE */
 	char profile_out[512]; /* VE_PROFILE_OUT: save refined profiles at exit */
@@ -76,6 +77,13 @@ struct ve_shim {
 	_Atomic uint64_t fit_cluster;  /* clusters larger than 2 placed by occupancy */
 	_Atomic uint64_t wide_coop;    /* cooperative grids needing every SM */
 	_Atomic uint32_t widest_cluster;
+	/* Graph launches by the SMs they need: a pool entry, or the whole GPU
+	 * (clusters the driver could not place, cooperative nodes filling it,
+	 * no copies, stream placement). */
+	_Atomic uint64_t graph_pool, graph_whole;
+	/* Steps of a latency client with VE_TPOT_MS (api.c): from the first
+	 * launch after a blocking wait to the next blocking wait. */
+	_Atomic uint64_t steps, steps_late, step_max_ns;
 	/* Ordered pass-through calls (pageable copies, ...) by how they joined
 	 * the logical order: done when they returned, or linked by an event. */
 	_Atomic uint64_t barrier_done_at_once;
@@ -214,6 +222,13 @@ struct ve_gshape {
 enum { VE_GP_POOL = 0, VE_GP_WHOLE, VE_GP_STREAM, VE_GP_BARRIER };
 
 extern _Thread_local uint64_t ve__deadline_ns;
+/* The deadline a latency op launched now carries: the app's advice
+ * (ve_advise_deadline/step) if it gave one, else, with VE_TPOT_MS, the start
+ * of the calling thread's step plus VE_TPOT_MS; 0 = none (api.c). */
+uint64_t ve__op_deadline(void);
+/* A blocking wait of the calling thread returned: its step (if one is open)
+ * ends here. */
+void ve__step_end(void);
 void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape *sh);
 /* Calls fn for every node of g and of its child graphs (to a depth of 8);
  * false when a graph or a node could not be read (it is skipped). */

@@ -7,14 +7,16 @@
  * (default 5000): under ved beside a busy client it must keep being
  * served (tests/shim/test_shim_ved.c, shim_ved_latency_beside_busy).
  * VETEST_CLUSTER=N launches one kernel of each token with a thread-block
- * cluster of N (the shim gives clusters larger than 2 the whole GPU, as
- * the H200 decode server's kernels may need).
+ * cluster of N (placed by the driver's occupancy calculator, as the H200
+ * decode server's cuBLAS kernels with clusters of 4 are). VETEST_GRAPH=1
+ * captures a token's kernels once (a library's kernel, as PyTorch's are)
+ * and launches that graph per token, as a decode server with CUDA graphs.
  */
 #include "prog_shim.h"
 
 /* One add through cuLaunchKernelEx with a cluster of n blocks (the grid is
  * n blocks, one cluster; the kernel adds once per launch). */
-static void add_cluster(CUstream s, CUdeviceptr p, uint32_t a, unsigned n)
+static void add_cluster(CUfunction f, CUstream s, CUdeviceptr p, uint32_t a, unsigned n)
 {
 	uint32_t one = 1;
 	void *args[] = {&p, &one, &a};
@@ -32,7 +34,21 @@ static void add_cluster(CUstream s, CUdeviceptr p, uint32_t a, unsigned n)
 	cfg.hStream = s;
 	cfg.attrs = at;
 	cfg.numAttrs = 1;
-	CK(cuLaunchKernelEx(&cfg, f_add, args, NULL));
+	CK(cuLaunchKernelEx(&cfg, f, args, NULL));
+}
+
+/* One token: six adds, the fourth in a cluster of `cluster` blocks. */
+static void token(CUfunction f, CUstream s, CUdeviceptr p, unsigned cluster)
+{
+	for (int k = 0; k < 6; k++) {
+		if (cluster > 1 && k == 3) {
+			add_cluster(f, s, p, 1, cluster);
+		} else {
+			uint32_t n = 1, a = 1;
+			void *args[] = {&p, &n, &a};
+			CK(launch1(f, s, args));
+		}
+	}
 }
 
 int main(void)
@@ -45,18 +61,33 @@ int main(void)
 	CUstream s;
 	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CUdeviceptr p = dalloc(sizeof(uint32_t));
+	const char *gr = getenv("VETEST_GRAPH");
+	bool graph = gr && atoi(gr);
+	CUfunction f = f_add;
+	CUgraphExec x = NULL;
+	if (graph) {
+		CUlibrary lib;
+		CUkernel k;
+		CK(cuLibraryLoadData(&lib, "image", NULL, NULL, 0, NULL, NULL, 0));
+		CK(cuLibraryGetKernel(&k, lib, "add"));
+		f = (CUfunction)(void *)k;
+		CUgraph g;
+		CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		token(f, s, p, cluster);
+		CK(cuStreamEndCapture(s, &g));
+		CK(cuGraphInstantiateWithFlags(&x, g, 0));
+		CK(cuGraphDestroy(g));
+	}
 	double worst = 0;
 	uint32_t want = 0;
 	for (int req = 0; req < 8 && !failures; req++) {
 		uint64_t t0 = now_ns();
 		for (int tok = 0; tok < 32; tok++) {
-			for (int k = 0; k < 6; k++) {
-				if (cluster > 1 && k == 3)
-					add_cluster(s, p, 1, cluster);
-				else
-					add(s, p, 1, 1);
-				want++;
-			}
+			if (graph)
+				CK(cuGraphLaunch(x, s));
+			else
+				token(f, s, p, cluster);
+			want += 6;
 			CK(cuStreamSynchronize(s));
 			CHECKF(read_u32(p) == want, "request %d token %d: %u, want %u", req, tok,
 			       read_u32(p), want);

@@ -25,6 +25,8 @@ static const struct bad bad_configs[] = {
     {"VE_LANES=0", "VE_LANES"},		 {"VE_MAX_OPS=lots", "VE_MAX_OPS"},
     {"VE_DISABLE=yes", "VE_DISABLE"},	 {"VE_DEVICE=7", "VE_DEVICE"},
     {"VE_WANT=wide", "VE_WANT"},
+    /* Step deadlines: a time, and only for latency-class clients. */
+    {"VE_TPOT_MS=0", "VE_TPOT_MS"},	 {"VE_TPOT_MS=5", "VE_TPOT_MS"},
 };
 
 static void bad_config_runs(const char *prog, const char *test)

@@ -123,6 +123,58 @@ VE_TEST(launch_whole_gpu_launches_reported_at_exit)
 	VE_CHECK_EQ(k, 1);
 }
 
+/* The exit line of VE_TPOT_MS: steps, late steps, late ops; -1 if absent. */
+static int step_counts(const struct sh_result *r, unsigned long long *steps,
+		       unsigned long long *late, unsigned long long *late_ops)
+{
+	const char *p = strstr(r->out, " steps (first launch to blocking wait), ");
+	if (!p)
+		return -1;
+	while (p > r->out && p[-1] != ' ')
+		p--;
+	if (sscanf(p, "%llu steps (first launch to blocking wait), %llu longer than", steps,
+		   late) != 2)
+		return -1;
+	const char *q = strstr(p, " ms; ");
+	return q && sscanf(q, " ms; %llu ops finished after their deadline", late_ops) == 1 ? 0
+													: -1;
+}
+
+/* VE_TPOT_MS gives an unmodified latency client's ops step deadlines. A step
+ * runs from the first launch after a blocking wait to the next one: the
+ * bursty server's 8 requests of 32 tokens, each ended by a synchronize, are
+ * at least 256 steps (the idle time between requests is in none). With a
+ * budget no step can meet, every step and some of its ops are late (the
+ * dispatcher saw the deadlines); with a generous one, none. (A batch
+ * client may not set it: test_shim_config.) */
+VE_TEST(tpot_ms_step_deadlines)
+{
+	SH_PROG(path, "prog_shim_bursty");
+	const char *argv[] = {path, NULL};
+	static const char *const budgets[2] = {"VE_TPOT_MS=0.001", "VE_TPOT_MS=60000"};
+	for (int i = 0; i < 2; i++) {
+		struct sh_opts o = {.shim = true,
+				    .expect_green = true,
+				    .env = {"VE_LOG_LEVEL=info", "VE_CLASS=latency", budgets[i]}};
+		static struct sh_result r;
+		sh_run(argv, &o, &r);
+		unsigned long long steps = 0, late = 0, late_ops = 0;
+		int rc = step_counts(&r, &steps, &late, &late_ops);
+		if (r.rc || rc)
+			sh_dump(&r);
+		VE_CHECK_EQ(r.rc, 0);
+		VE_CHECK_EQ(rc, 0);
+		VE_CHECK(steps >= 256 && steps <= 260);
+		if (i == 0) {
+			VE_CHECK_EQ(late, steps);
+			VE_CHECK(late_ops > 0);
+		} else {
+			VE_CHECK_EQ(late, 0);
+			VE_CHECK_EQ(late_ops, 0);
+		}
+	}
+}
+
 /* Graphs under the strictest binding (per op, no pipelining) and under each placement
  * (VE_GRAPHS): results identical whatever runs where. */
 VE_TEST(graphs_modes)

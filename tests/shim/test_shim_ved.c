@@ -253,7 +253,7 @@ VE_TEST(shim_ved_two)
  * busy batch process, both through ved in grant mode: the server keeps
  * being served (a grant target that moved every tick starved it on the GPU:
  * 53,000 grant changes in a minute, no request finished). */
-static void latency_beside_busy(const char *cluster_env)
+static void latency_beside_busy(const char *cluster_env, const char *graph_env)
 {
 	SH_PROG(busy, "prog_shim_busy");
 	SH_PROG(bursty, "prog_shim_bursty");
@@ -266,6 +266,7 @@ static void latency_beside_busy(const char *cluster_env)
 	o.env[3] = "VE_CLASS=latency";
 	o.env[4] = "VETEST_MAX_MS=20000"; /* a bound that catches a starved server, sanitizers too */
 	o.env[5] = cluster_env;
+	o.env[6] = graph_env;
 	const char *argv[] = {bursty, NULL};
 	sh_run(argv, &o, &g_res);
 	if (g_res.rc)
@@ -280,15 +281,28 @@ static void latency_beside_busy(const char *cluster_env)
 
 VE_TEST(shim_ved_latency_beside_busy)
 {
-	latency_beside_busy(NULL);
+	latency_beside_busy(NULL, NULL);
 }
 
-/* The same with one launch per token in a thread-block cluster of 4, which
- * the shim gives the whole GPU: the server's grant must reach the root
- * while the busy client holds SMs, and keep being served. */
+/* The same with one launch per token in a thread-block cluster of 4: the
+ * server keeps being served while the busy client holds SMs. */
 VE_TEST(shim_ved_latency_clusters_beside_busy)
 {
-	latency_beside_busy("VETEST_CLUSTER=4");
+	latency_beside_busy("VETEST_CLUSTER=4", NULL);
+}
+
+/* The same with each token one CUDA graph launch whose kernels include a
+ * cluster of 4 (a decode server with graphs: PyTorch's captured cuBLAS
+ * kernels). The graph's minimum comes from the driver's occupancy
+ * calculator as a kernel's does, so it runs on a pool entry: when every
+ * graph with such a cluster needed the whole GPU, the H200 server waited
+ * for the training beside it to drain every token, or starved under tput. */
+VE_TEST(shim_ved_latency_graph_clusters_beside_busy)
+{
+	latency_beside_busy("VETEST_CLUSTER=4", "VETEST_GRAPH=1");
+	VE_CHECK_MSG(strstr(g_res.out, "graph launches: 256 may run on a pool entry, 0 need the "
+				       "whole GPU") != NULL,
+		     "the server's graphs were not placed on pool entries");
 }
 
 static const struct ve_ctl_client *status_clients(const struct ve_ctl_status *s)

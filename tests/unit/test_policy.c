@@ -447,13 +447,160 @@ static uint32_t tpot_lat_sms(const char *args, uint32_t flags, uint64_t deadline
 
 VE_TEST(tpot_grant_grows_past_the_reservation_only_under_pressure)
 {
-	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10", 0, 0), 16);
-	VE_CHECK(tpot_lat_sms("tpot_ms=10", VE_DEMAND_LATE, 0) > 64);
+	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10,adapt=0", 0, 0), 16);
+	VE_CHECK(tpot_lat_sms("tpot_ms=10,adapt=0", VE_DEMAND_LATE, 0) > 64);
 	/* An op waiting with 2 ms left of a 10 ms TPOT; with 8 ms left, none. */
-	VE_CHECK(tpot_lat_sms("tpot_ms=10", 0, 1000000000ull + 2000000ull) > 64);
-	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10", 0, 1000000000ull + 8000000ull), 16);
+	VE_CHECK(tpot_lat_sms("tpot_ms=10,adapt=0", 0, 1000000000ull + 2000000ull) > 64);
+	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10,adapt=0", 0, 1000000000ull + 8000000ull), 16);
 	VE_CHECK(tpot_lat_sms("tpot_ms=10,grow=0", 0, 0) > 64);
+	VE_CHECK(tpot_lat_sms("tpot_ms=10", VE_DEMAND_LATE, 0) > 64); /* adapt=0 is the default */
+	/* adapt=1: a late op is one step up, not the want. */
+	VE_CHECK_EQ(tpot_lat_sms("tpot_ms=10,adapt=1", 0, 0), 16);
+	uint32_t one_step = tpot_lat_sms("tpot_ms=10,adapt=1", VE_DEMAND_LATE, 0);
+	VE_CHECK(one_step > 16 && one_step < 64);
 	knob_refused("tpot", "grow=2");
+	knob_refused("tpot", "adapt=2");
+	knob_refused("tpot", "adapt_down_ms=0");
+}
+
+/* A client whose every launch needs the whole GPU (a graph whose cluster
+ * kernels the driver could not place smaller, a cooperative grid as wide as
+ * the GPU) beside a busy client that always has work ready. Here, as in the
+ * coordinator, a target takes effect only once the SMs it takes from others
+ * have drained (DRAIN rounds after they were revoked). The whole-GPU client's
+ * target must survive until then: on the H200 the busy client's waiting
+ * demand won MinBind on the next tick, took a leaf of that target, and the
+ * other client's graphs each waited 10 s for the watchdog (0 requests
+ * served in a run). It is then served within a bounded number of ticks. */
+VE_TEST(tput_grant_whole_gpu_client_not_starved_by_a_busy_one)
+{
+	enum { DRAIN = 5, ROUNDS = 60 };
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", NULL);
+	const struct ve_pool *p = f.p;
+	uint16_t held[2] = {p->root, VE_POOL_NONE};
+	int drain_until[64] = {0}; /* per leaf bit: round until which it drains */
+	f.dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
+					     .min_sms = 8};
+	f.dem[1] = (struct ve_client_demand){.ready = 1, .want_sms = 132, .min_sms = 132};
+	f.plan.entry[0] = p->root;
+	int served = -1;
+	for (int r = 1; r <= ROUNDS && served < 0; r++) {
+		f.v.now_ns = 1000000000ull + (uint64_t)r * 200000ull;
+		for (int k = 0; k < 2; k++) {
+			f.dem[k].active_ns = f.v.now_ns;
+			f.dem[k].entry = held[k];
+			bool fits = held[k] != VE_POOL_NONE && p->e[held[k]].sms >= f.dem[k].min_sms;
+			f.dem[k].flags = fits ? 0 : VE_DEMAND_WAITING;
+		}
+		grant_fix_round(&f);
+		/* Revoke what is not inside the new target: it drains. */
+		for (int k = 0; k < 2; k++) {
+			uint16_t t = f.plan.entry[k];
+			if (held[k] == VE_POOL_NONE || t == held[k])
+				continue;
+			uint64_t hl = p->e[held[k]].leaves;
+			if (t != VE_POOL_NONE && (p->e[t].leaves & hl) == hl)
+				continue; /* growth: kept until the wider entry is free */
+			for (int b = 0; b < 64; b++)
+				if (hl >> b & 1)
+					drain_until[b] = r + DRAIN;
+			held[k] = VE_POOL_NONE;
+		}
+		/* Admit a target whose SMs nobody else holds or drains. */
+		for (int k = 0; k < 2; k++) {
+			uint16_t t = f.plan.entry[k];
+			if (t == VE_POOL_NONE || t == held[k])
+				continue;
+			uint64_t tl = p->e[t].leaves, busy = 0;
+			if (held[1 - k] != VE_POOL_NONE)
+				busy |= p->e[held[1 - k]].leaves;
+			for (int b = 0; b < 64; b++)
+				if (drain_until[b] > r && !(held[k] != VE_POOL_NONE &&
+							    (p->e[held[k]].leaves >> b & 1)))
+					busy |= 1ull << b;
+			if (!(tl & busy))
+				held[k] = t;
+		}
+		if (getenv("VETEST_VERBOSE"))
+			printf("# round %d: targets %d %d, held %d %d\n", r, (int)f.plan.entry[0],
+			       (int)f.plan.entry[1], (int)held[0], (int)held[1]);
+		if (held[1] == p->root)
+			served = r;
+	}
+	if (served < 0)
+		printf("# the whole-GPU client was not served in %d ticks\n", ROUNDS);
+	VE_CHECK(served > 0 && served <= 2 * DRAIN + 2);
+	grant_fix_fini(&f);
+}
+
+/* tpot's learned size (adapt=1, not the default): each late op raises the latency client's
+ * grant one step of the tree above its reservation, at most once per
+ * grow_hold_ms; it stays there while nothing is late, goes down a step after
+ * adapt_down_ms without a late op, and never grows past what the client's
+ * kernels can use. (A GPU-bound decode server on the H200 stayed late on its
+ * 32-SM reservation: TPOT 3.3 ms against 2.77.) */
+VE_TEST(tpot_grant_learns_the_size_that_meets_the_deadline)
+{
+	struct grant_fix f;
+	grant_fix_init(&f, "tpot", "reserve=16,adapt=1,grow_hold_ms=50,adapt_down_ms=1000");
+	const uint64_t t0 = 1000000000ull, ms = 1000000ull;
+	f.dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
+					     .entry = VE_POOL_NONE};
+	f.dem[1] = (struct ve_client_demand){.ready = 1, .inflight = 1, .want_sms = 132,
+					     .entry = VE_POOL_NONE, .flags = VE_DEMAND_LATENCY};
+	/* The sizes of the entries that contain the reservation, ascending: the
+	 * steps (the reservation is first). */
+	f.v.now_ns = t0;
+	grant_fix_round(&f);
+	uint16_t res = f.plan.entry[1];
+	VE_CHECK(res != VE_POOL_NONE);
+	uint32_t chain[8], nc = 0;
+	for (uint32_t i = 0; i < f.p->nentries && nc < 8; i++) {
+		const struct ve_pool_entry *pe = &f.p->e[f.p->by_size[i]];
+		if ((pe->leaves & f.p->e[res].leaves) == f.p->e[res].leaves &&
+		    (!nc || pe->sms > chain[nc - 1]))
+			chain[nc++] = pe->sms;
+	}
+	VE_CHECK(nc >= 4 && chain[0] == 16);
+	static const struct {
+		uint64_t at_ms;
+		bool late;
+		uint32_t step;
+	} steps[] = {
+	    {0, false, 0},    /* the reservation */
+	    {1, true, 1},     /* late: one step */
+	    {20, true, 1},    /* late again within grow_hold_ms: wait for the effect */
+	    {52, true, 2},    /* still late after it: another step */
+	    {60, false, 2},   /* on time: it stays */
+	    {900, false, 2},  /* ... for adapt_down_ms */
+	    {1053, false, 1}, /* then one step down */
+	    {1500, false, 1}, /* not before another adapt_down_ms */
+	    {2060, false, 0}, /* down to the reservation, not below */
+	    {4000, false, 0},
+	};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(steps); i++) {
+		f.v.now_ns = t0 + steps[i].at_ms * ms;
+		f.dem[0].active_ns = f.dem[1].active_ns = f.v.now_ns;
+		f.dem[1].flags = VE_DEMAND_LATENCY | (steps[i].late ? VE_DEMAND_LATE : 0);
+		grant_fix_round(&f);
+		uint32_t got = grant_fix_split_sms(&f, 1);
+		if (got != chain[steps[i].step])
+			printf("# step %zu (%llu ms): %u SMs, want %u\n", i,
+			       (unsigned long long)steps[i].at_ms, got, chain[steps[i].step]);
+		VE_CHECK_EQ(got, chain[steps[i].step]);
+	}
+	/* A client whose kernels fill a few SMs more than the reservation grows
+	 * to the first size that holds them, and no further however late it is. */
+	f.dem[1].want_sms = chain[0] + 2;
+	for (int i = 0; i < 4; i++) {
+		f.v.now_ns += 100 * ms;
+		f.dem[0].active_ns = f.dem[1].active_ns = f.v.now_ns;
+		f.dem[1].flags = VE_DEMAND_LATENCY | VE_DEMAND_LATE;
+		grant_fix_round(&f);
+	}
+	VE_CHECK_EQ(grant_fix_split_sms(&f, 1), chain[1]);
+	grant_fix_fini(&f);
 }
 
 /* Auto sharing (tput share=2) switches only after its test has said

@@ -35,6 +35,9 @@ echo "== mixed --quick, then a second call merged into it (rate and SLOs reused)
 bench/gpu/mixed --quick --duration 2 --best-by train_within_10pct --ve-env "$FAKE" --out "$T/mixed.json" --outdir "$T/mixed"
 bench/gpu/mixed --quick --duration 2 --modes ve_whole --merge --out "$T/mixed.json" --outdir "$T/mixed2" \
 	--ve-env "$FAKE" | tee "$T/mixed2.txt" | grep -E "reusing|plan:"
+grep -q "VE_TPOT_MS = the TPOT SLO" "$T/mixed.json" || { echo "FAIL: ve_tpot step deadlines not recorded"; exit 1; }
+grep -lq "tpot_ms=" "$T"/mixed/logs/*ve_tpot*ved.log 2>/dev/null ||
+	grep -rq "tpot_ms=" "$T/mixed/logs" || { echo "FAIL: ved's tpot policy without tpot_ms"; exit 1; }
 echo "== mixed with the server and the training pinned to CPU 0 (taskset in front of every command)"
 bench/gpu/mixed --quick --duration 2 --modes ve_whole --server-cpus 0 --train-cpus 0 --runs 1 \
 	--out "$T/mixed-pin.json" --outdir "$T/mixed-pin" --ve-env "$FAKE" >"$T/mixed-pin.txt" 2>&1 ||
