@@ -114,6 +114,7 @@ struct scenario {
 	uint32_t window;    /* pipelining window K (docs/architecture.md, "Dispatch") */
 	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
 	bool per_op;	      /* bind op by op (VE_BIND=op) instead of grant mode */
+	bool step_deadlines;  /* decode ops due at the step's end (VE_TPOT_MS), not pro rata */
 };
 
 static int die_line(const char *src, int line, const char *msg, const char *what)
@@ -263,6 +264,11 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (!v || ve__parse_u64(v, &n) || n > 65535)
 				{ rc = die_line(src, line, "pipe_budget needs 0..65535", v); break; }
 			s->pipe_budget = (uint32_t)n;
+		} else if (strcmp(t, "deadlines") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			if (!v || (strcmp(v, "prorata") != 0 && strcmp(v, "step") != 0))
+				{ rc = die_line(src, line, "deadlines needs prorata or step", v); break; }
+			s->step_deadlines = strcmp(v, "step") == 0;
 		} else if (strcmp(t, "bind") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			if (!v || (strcmp(v, "grant") != 0 && strcmp(v, "op") != 0))
@@ -697,8 +703,12 @@ static bool issue_item(struct sim_ctx *x, struct job_rt *j, uint64_t now)
 		if (j->def->latency) {
 			d.flags |= VE_DESC_LATENCY;
 			/* Advisory deadline: a pro-rata share of the step's TPOT budget
-			 * (decode) or of the request's latency SLO since its arrival. */
+			 * (decode) or of the request's latency SLO since its arrival;
+			 * with 'deadlines step', a decode op is due at the step's end,
+			 * as VE_TPOT_MS makes an unmodified server's ops. */
 			double frac = (double)(j->pc + 1) / (double)p->n;
+			if (s->step_deadlines && j->def->type == JOB_DECODE)
+				frac = 1.0;
 			if (j->def->type == JOB_DECODE && j->def->tpot_ms > 0)
 				d.deadline_ns = j->step_start + (uint64_t)(j->def->tpot_ms * 1e6 * frac);
 			else if (j->def->type == JOB_REQUEST && j->def->slo_ms > 0)
