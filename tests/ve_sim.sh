@@ -28,13 +28,15 @@
 #                          vs_best_static_slo); the embedded default (no SLO) has none
 #   sim_bind_mode          --bind op runs per-op binding and says so (JSON "bind"), the
 #                          default is grant, --bind other is refused
+#   sim_deadlines          'deadlines step' (serve-graphs) is recorded in the JSON, the
+#                          default is prorata, 'deadlines other' is refused with a reason
 #   tests/ve_sim.sh ROOT BUILD
 # Needs python3 to read the JSON (skips without it).
 set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
-     oracle_slo sim_bind_mode"
+     oracle_slo sim_bind_mode sim_deadlines"
 sim=$build/ve-sim
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
 	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
@@ -305,5 +307,21 @@ if run --bind op --window 0 --horizon-ms 50 --policies tput --json "$tmp/op.json
 	ok sim_bind_mode
 else
 	fail sim_bind_mode "$(head -c 300 "$tmp/op.out") $(pyerr)"
+fi
+
+# ---- decode deadlines: at the step's end, or pro rata
+sg=$root/scenarios/serve-graphs.txt
+sed 's/^deadlines step$/deadlines prorata/' "$sg" >"$tmp/sg-prorata.txt"
+sed 's/^deadlines step$/deadlines sometimes/' "$sg" >"$tmp/sg-bad.txt"
+pol=tpot:reserve=32,tpot_ms=2.5,standing=0,adapt=1
+if run "$sg" --horizon-ms 800 --policies "$pol" --json "$tmp/sg.json" >/dev/null 2>&1 &&
+	check "$tmp/sg.json" 'd["deadlines"] == "step"' &&
+	run "$tmp/sg-prorata.txt" --horizon-ms 800 --policies "$pol" --json "$tmp/sgp.json" \
+		>/dev/null 2>&1 && check "$tmp/sgp.json" 'd["deadlines"] == "prorata"' &&
+	{ run "$tmp/sg-bad.txt" --horizon-ms 10 >/dev/null 2>"$tmp/sgbad.err"; [ $? = 2 ]; } &&
+	grep -q 'deadlines needs prorata or step' "$tmp/sgbad.err"; then
+	ok sim_deadlines
+else
+	fail sim_deadlines "$(head -c 300 "$tmp/sgbad.err" 2>/dev/null) $(pyerr)"
 fi
 summary

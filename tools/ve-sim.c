@@ -2171,8 +2171,9 @@ int main(int argc, char **argv)
 			fprintf(f, "%s%u", i ? "," : " ", sc.leaf_sms[i]);
 		fprintf(f, " (virtual time; model in docs/architecture.md)\",\n");
 		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"bind\": \"%s\",\n  \"window\": %u,\n"
-			   "  \"profiles\": %s,\n",
+			   "  \"deadlines\": \"%s\",\n  \"profiles\": %s,\n",
 			sc.horizon_ms, seeds, sc.per_op ? "op" : "grant", sc.window,
+			sc.step_deadlines ? "step" : "prorata",
 			use_profile ? "\"offline (exact model)\"" : "\"online only\"");
 		fprintf(f, "  \"solo_throughput\": {");
 		for (uint32_t i = 0; i < sc.nj; i++)
