@@ -35,6 +35,7 @@ struct grant_client {
 	struct take take[TAKES_MAX];
 	uint32_t ntakes;
 	uint64_t want_ns;    /* when the target last changed */
+	uint64_t entry_ns;   /* when the current entry was granted */
 	bool held;	     /* the policy asked for another target, refused by hold_ns */
 	struct ve_grant_usage use; /* since it registered (ve_coord_grant_usage) */
 	uint64_t use_since;	   /* use counted up to here */
@@ -1045,6 +1046,7 @@ static int admit_pending(struct ve_coord *c)
 			usage_note(c, g);
 			g->entry = g->want;
 			g->share = g->want_share;
+			g->entry_ns = coord_now(c);
 			g->gen++;
 			if (g->closing)
 				takes_settle(c, g, 0, ~0ull, want);
@@ -1073,6 +1075,18 @@ static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t shar
 	uint64_t now = coord_now(c);
 	if (g->want != VE_POOL_NONE && t != VE_POOL_NONE && now - g->want_ns < c->hold_ns) {
 		g->held = true; /* a change is coming: ve_coord_share_settled says no */
+		return 0;
+	}
+	/* A grant that just took effect is not taken away outright for hold_ns
+	 * while its client has work: a target whose SMs took a drain to free
+	 * was otherwise lost on the next tick (a client that needs the whole
+	 * GPU, beside one that always has work ready, held it one tick in
+	 * twelve, two drains a cycle). An idle client loses it at once; a move
+	 * to another entry follows the rule above. */
+	const struct ve_client_demand *d = &c->dem[k];
+	if (t == VE_POOL_NONE && g->entry != VE_POOL_NONE && g->entry == g->want &&
+	    (d->ready || d->inflight) && now - g->entry_ns < c->hold_ns) {
+		g->held = true;
 		return 0;
 	}
 	g->held = false;

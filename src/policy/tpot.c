@@ -98,6 +98,7 @@ struct tpot {
 	uint64_t adapt_down_ns;
 	uint32_t floor_sms;
 	uint64_t floor_ns;     /* its last change */
+	uint64_t effect_ns;    /* when a grant that wide was first seen in effect (0: not yet) */
 	uint64_t late_seen_ns; /* the last tick that saw VE_DEMAND_LATE */
 };
 
@@ -514,20 +515,29 @@ static void adapt_floor(struct tpot *t, const struct ve_pool *p, const struct ve
 {
 	uint64_t core = p->e[t->standing].leaves;
 	uint32_t least = p->e[t->standing].sms;
+	/* A raise only once the last size is in effect (its SMs drained to the
+	 * client) and has run grow_hold_ms: one made while the wider grant
+	 * still waits for a drain would not have been tried. */
+	bool in_effect = d->entry != VE_POOL_NONE && d->entry < p->nentries &&
+			 p->e[d->entry].sms >= t->floor_sms;
+	if (in_effect && !t->effect_ns)
+		t->effect_ns = VE_MAX(now, 1ull);
 	if (d->flags & VE_DEMAND_LATE) {
 		t->late_seen_ns = now;
 		uint32_t use = VE_MAX(ve__grant_want(p, d), d->min_sms);
-		if (t->floor_sms < use && (!t->floor_ns || now - t->floor_ns >= t->grow_hold_ns)) {
+		if (t->floor_sms < use && in_effect && now - t->effect_ns >= t->grow_hold_ns) {
 			uint32_t s = core_step(p, core, t->floor_sms, cap, least, true);
 			if (s != t->floor_sms) {
 				t->floor_sms = s;
 				t->floor_ns = VE_MAX(now, 1ull);
+				t->effect_ns = 0;
 			}
 		}
 	} else if (t->floor_sms > least && now - t->late_seen_ns >= t->adapt_down_ns &&
 		   now - t->floor_ns >= t->adapt_down_ns) {
 		t->floor_sms = core_step(p, core, t->floor_sms, cap, least, false);
 		t->floor_ns = VE_MAX(now, 1ull);
+		t->effect_ns = 0;
 	}
 }
 

@@ -10,31 +10,49 @@
 _Thread_local uint64_t ve__deadline_ns;
 
 /* Step deadlines for an unmodified latency client (VE_TPOT_MS). A decode
- * server's token is a burst of launches (or one graph launch) ended by a
- * blocking wait (the host reads the token: .item(), a synchronize). So a
- * step opens at the first launch after a blocking wait of the thread and
- * closes at the next one, and every op launched in it is due VE_TPOT_MS
+ * server's token is a burst of launches (or one graph launch) ended by the
+ * host waiting for a result (.item(), a synchronize). So a step opens at
+ * the first latency launch after such a wait and closes at the next one,
+ * whichever threads launch and wait (a server may launch on one thread and
+ * read tokens on another), and every op launched in it is due VE_TPOT_MS
  * after it opened. An op that finishes later makes the client late to the
  * coordinator (VE_DEMAND_LATE), which is what lets tpot grow its grant past
- * the reservation; without a deadline it never does. Idle time between
- * requests is not in a step: none opens before the next launch. */
-static _Thread_local uint64_t step_start_ns;
+ * the reservation; without a deadline it never does. A launch more than
+ * VE_TPOT_MS after the step's last one opens a new step: the host was not
+ * working on this one (idle between requests, or it waits by polling,
+ * which closes nothing), and a step that never closed must not leave every
+ * later op overdue. Only copies to the host and synchronizing calls close a
+ * step: a pass-through copy from pageable memory in the middle of a token
+ * does not. Idle time between requests is in no step. */
+static _Atomic uint64_t step_start_ns; /* 0: no step open */
+static _Atomic uint64_t step_last_ns;  /* the open step's latest launch */
 
 uint64_t ve__op_deadline(void)
 {
-	if (ve__deadline_ns || !ve__shim.cfg.tpot_ns)
+	uint64_t tpot = ve__shim.cfg.tpot_ns;
+	if (ve__deadline_ns || !tpot)
 		return ve__deadline_ns; /* the app's own advice wins */
-	if (!step_start_ns)
-		step_start_ns = ve__now_ns();
-	return step_start_ns + ve__shim.cfg.tpot_ns;
+	uint64_t now = ve__now_ns();
+	uint64_t s = atomic_load_explicit(&step_start_ns, memory_order_relaxed);
+	uint64_t last = atomic_load_explicit(&step_last_ns, memory_order_relaxed);
+	if (!s || now - VE_MIN(last, now) > tpot) {
+		/* Open one; a racing launcher may have opened it first. */
+		if (atomic_compare_exchange_strong_explicit(&step_start_ns, &s, now,
+							    memory_order_relaxed,
+							    memory_order_relaxed))
+			s = now;
+	}
+	atomic_store_explicit(&step_last_ns, now, memory_order_relaxed);
+	return s + tpot;
 }
 
 void ve__step_end(void)
 {
-	uint64_t s = step_start_ns;
+	if (!ve__shim.cfg.tpot_ns)
+		return;
+	uint64_t s = atomic_exchange_explicit(&step_start_ns, 0, memory_order_relaxed);
 	if (!s)
 		return;
-	step_start_ns = 0;
 	uint64_t now = ve__now_ns(), dt = now > s ? now - s : 0;
 	atomic_fetch_add_explicit(&ve__shim.steps, 1, memory_order_relaxed);
 	if (dt > ve__shim.cfg.tpot_ns)

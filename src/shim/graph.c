@@ -159,7 +159,8 @@ static void kernel_node(CUgraphNode n, struct ve_gshape *sh)
 			sh->flags |= VE_G_CLUSTER;
 			const uint32_t cl[3] = {v.clusterDim.x, v.clusterDim.y, v.clusterDim.z};
 			const uint32_t blk[3] = {p.blockDimX, p.blockDimY, p.blockDimZ};
-			CUfunction f = p.func ? p.func : (CUfunction)(void *)p.kern;
+			/* The kernel the copies run in an entry's context. */
+			CUfunction f = p.kern ? (CUfunction)(void *)p.kern : p.func;
 			uint32_t m = f ? ve__cluster_min_sms(f, cl, blk, p.sharedMemBytes) : UINT32_MAX;
 			if (m > sh->min_sms)
 				sh->min_sms = m;

@@ -70,11 +70,8 @@ static CUresult submit_wait(const struct ve_target *t, const struct ve_desc *d, 
 	int rc = ve_vctx_submit(V(), t->ls, d, 0, &tok);
 	if (rc)
 		return ve__cu_error(rc);
-	if (wait) {
-		rc = ve_vctx_tok_wait(V(), tok);
-		ve__step_end();
-		return ve__cu_error(rc);
-	}
+	if (wait)
+		return ve__cu_error(ve_vctx_tok_wait(V(), tok));
 	return CUDA_SUCCESS;
 }
 
@@ -119,6 +116,28 @@ static void resolve_default(struct ve_target *t)
 			return br_;                                                                \
 		return ve__barrier_end((t), (call));                                               \
 	} while (0)
+
+/* The same for a copy that hands the host a result (to pageable memory, it
+ * returns once the data is there): a latency client's step ends with it
+ * (VE_TPOT_MS, api.c). A copy from the host does not end one. */
+#define BARRIER_CALL_TO_HOST(t, to_host, call)                                                     \
+	do {                                                                                       \
+		CUresult br_ = ve__barrier_begin(t);                                               \
+		if (br_ != CUDA_SUCCESS)                                                           \
+			return br_;                                                                \
+		br_ = ve__barrier_end((t), (call));                                                \
+		if (to_host)                                                                       \
+			ve__step_end();                                                            \
+		return br_;                                                                        \
+	} while (0)
+
+/* A copy's result on the host: the step ends (when to_host). */
+static CUresult read_back(CUresult r, bool to_host)
+{
+	if (to_host)
+		ve__step_end();
+	return r;
+}
 
 /* ------------------------------------------------------------------ streams */
 
@@ -596,7 +615,7 @@ CUresult cuEventSynchronize(CUevent e)
 		return VE_CALL0(cuEventSynchronize, (e));
 	if (ei.graph) {
 		ve__gexec_quiesce_all();
-		return VE_CALL0(cuEventSynchronize, (e));
+		return read_back(VE_CALL0(cuEventSynchronize, (e)), true);
 	}
 	int rc = ve_vctx_event_sync(V(), ei.le);
 	ve__step_end();
@@ -936,7 +955,7 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 	if (!t.virt)
 		return VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s));
 	if (host_kind_of(dst) == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s)));
+		BARRIER_CALL_TO_HOST(&t, true, VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s)));
 	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, false);
 }
 
@@ -955,9 +974,9 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
 		return VE_CALL(cuMemcpyAsync, (dst, src, n, s));
-	if (host_kind_of((void *)(uintptr_t)dst) == HK_PAGEABLE ||
-	    host_kind_of((void *)(uintptr_t)src) == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_CALL(cuMemcpyAsync, (dst, src, n, s)));
+	bool dst_pageable = host_kind_of((void *)(uintptr_t)dst) == HK_PAGEABLE;
+	if (dst_pageable || host_kind_of((void *)(uintptr_t)src) == HK_PAGEABLE)
+		BARRIER_CALL_TO_HOST(&t, dst_pageable, VE_CALL(cuMemcpyAsync, (dst, src, n, s)));
 	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, false);
 }
 
@@ -1013,7 +1032,8 @@ CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy2DAsync, (c, s));
 	if (!copy2d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_CALL(cuMemcpy2DAsync, (c, s)));
+		BARRIER_CALL_TO_HOST(&t, side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice),
+				     VE_CALL(cuMemcpy2DAsync, (c, s)));
 	return submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c, sizeof(*c),
 			   false);
 }
@@ -1026,7 +1046,8 @@ CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy3DAsync, (c, s));
 	if (!copy3d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_CALL(cuMemcpy3DAsync, (c, s)));
+		BARRIER_CALL_TO_HOST(&t, side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice),
+				     VE_CALL(cuMemcpy3DAsync, (c, s)));
 	return submit_copy(&t, VE_CP_3D, 0, 0, (size_t)c->WidthInBytes * c->Height * c->Depth, c,
 			   sizeof(*c), false);
 }
@@ -1056,9 +1077,10 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	if (host_kind_of(dst) == HK_PAGEABLE) {
 		/* Returns only when done, so nothing later can overtake it. */
 		CUresult r = ve__barrier_begin(&t);
-		return r != CUDA_SUCCESS ? r : VE_CALL(cuMemcpyDtoH, (dst, src, n));
+		return r != CUDA_SUCCESS ? r : read_back(VE_CALL(cuMemcpyDtoH, (dst, src, n)), true);
 	}
-	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, true);
+	return read_back(
+	    submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, true), true);
 }
 
 CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
@@ -1079,9 +1101,10 @@ CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	enum host_kind kd = host_kind_of((void *)(uintptr_t)dst);
 	enum host_kind ks = host_kind_of((void *)(uintptr_t)src);
 	if (kd == HK_PAGEABLE || ks == HK_PAGEABLE)
-		BARRIER_CALL(&t, VE_CALL(cuMemcpy, (dst, src, n)));
+		BARRIER_CALL_TO_HOST(&t, kd == HK_PAGEABLE, VE_CALL(cuMemcpy, (dst, src, n)));
 	bool host_side = kd == HK_PINNED || ks == HK_PINNED;
-	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, host_side);
+	return read_back(submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, host_side),
+			 kd == HK_PINNED);
 }
 
 CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)
@@ -1104,10 +1127,12 @@ CUresult cuMemcpy2D(const CUDA_MEMCPY2D *c)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy2D, (c));
 	if (!copy2d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_CALL(cuMemcpy2D, (c)));
+		BARRIER_CALL_TO_HOST(&t, c->dstMemoryType == CU_MEMORYTYPE_HOST,
+				     VE_CALL(cuMemcpy2D, (c)));
 	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
-	return submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c, sizeof(*c),
-			   host_side);
+	return read_back(submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c,
+				     sizeof(*c), host_side),
+			 to_host);
 }
 
 CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *c)
@@ -1127,10 +1152,13 @@ CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy3D, (c));
 	if (!copy3d_virtualizable(c, &to_host))
-		BARRIER_CALL(&t, VE_CALL(cuMemcpy3D, (c)));
+		BARRIER_CALL_TO_HOST(&t, c->dstMemoryType == CU_MEMORYTYPE_HOST,
+				     VE_CALL(cuMemcpy3D, (c)));
 	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
-	return submit_copy(&t, VE_CP_3D, 0, 0, (size_t)c->WidthInBytes * c->Height * c->Depth, c,
-			   sizeof(*c), host_side);
+	return read_back(submit_copy(&t, VE_CP_3D, 0, 0,
+				     (size_t)c->WidthInBytes * c->Height * c->Depth, c, sizeof(*c),
+				     host_side),
+			 to_host);
 }
 
 /* ------------------------------------------------------------------ memset */

@@ -471,7 +471,7 @@ static void shim_atexit(void)
 			(unsigned long long)(gp + gw), (unsigned long long)gp,
 			(unsigned long long)gw);
 	uint64_t nst = atomic_load(&S->steps);
-	if (S->cfg.tpot_ns && nst)
+	if (S->cfg.tpot_ns && (nst || rs.dispatch.late_ops))
 		VE_INFO("exit: %llu steps (first launch to blocking wait), %llu longer than "
 			"VE_TPOT_MS=%g, the longest %.2f ms; %llu ops finished after their deadline",
 			(unsigned long long)nst, (unsigned long long)atomic_load(&S->steps_late),
@@ -969,9 +969,7 @@ CUresult ve__barrier_begin(const struct ve_target *t)
 {
 	if (!t->virt)
 		return CUDA_SUCCESS;
-	int rc = ve_vctx_stream_sync(ve__shim.v, t->ls);
-	ve__step_end(); /* a pageable copy's wait: the host reads a result */
-	return ve__cu_error(rc);
+	return ve__cu_error(ve_vctx_stream_sync(ve__shim.v, t->ls));
 }
 
 /* VE_OP_CALL body, polled on the host (VE_DESC_HOST_POLL): done when the

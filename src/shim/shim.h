@@ -82,7 +82,7 @@ struct ve_shim {
 	 * no copies, stream placement). */
 	_Atomic uint64_t graph_pool, graph_whole;
 	/* Steps of a latency client with VE_TPOT_MS (api.c): from the first
-	 * launch after a blocking wait to the next blocking wait. */
+	 * launch after the host waited for results to its next such wait. */
 	_Atomic uint64_t steps, steps_late, step_max_ns;
 	/* Ordered pass-through calls (pageable copies, ...) by how they joined
 	 * the logical order: done when they returned, or linked by an event. */
@@ -224,10 +224,10 @@ enum { VE_GP_POOL = 0, VE_GP_WHOLE, VE_GP_STREAM, VE_GP_BARRIER };
 extern _Thread_local uint64_t ve__deadline_ns;
 /* The deadline a latency op launched now carries: the app's advice
  * (ve_advise_deadline/step) if it gave one, else, with VE_TPOT_MS, the start
- * of the calling thread's step plus VE_TPOT_MS; 0 = none (api.c). */
+ * of the process's current step plus VE_TPOT_MS; 0 = none (api.c). */
 uint64_t ve__op_deadline(void);
-/* A blocking wait of the calling thread returned: its step (if one is open)
- * ends here. */
+/* The host waited for results (a synchronize, a copy to host memory): the
+ * open step, if any, ends here. */
 void ve__step_end(void);
 void ve__graph_shape(CUgraph g, unsigned long long inst_flags, struct ve_gshape *sh);
 /* Calls fn for every node of g and of its child graphs (to a depth of 8);

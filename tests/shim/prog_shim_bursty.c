@@ -11,6 +11,9 @@
  * decode server's cuBLAS kernels with clusters of 4 are). VETEST_GRAPH=1
  * captures a token's kernels once (a library's kernel, as PyTorch's are)
  * and launches that graph per token, as a decode server with CUDA graphs.
+ * VETEST_WAITER=1 synchronizes and reads each token on a second thread (the
+ * launching thread never waits); VETEST_H2D=1 puts a copy from pageable
+ * memory in the middle of each token (tests of VE_TPOT_MS's steps).
  */
 #include "prog_shim.h"
 
@@ -51,6 +54,41 @@ static void token(CUfunction f, CUstream s, CUdeviceptr p, unsigned cluster)
 	}
 }
 
+/* The second thread of VETEST_WAITER=1: per token, synchronize the stream
+ * and check the counter, then hand the turn back. */
+struct waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int posted, done; /* tokens handed to it, tokens it finished */
+	bool stop;
+	CUcontext ctx;
+	CUstream s;
+	CUdeviceptr p;
+	uint32_t want;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	CK(cuCtxSetCurrent(w->ctx));
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (w->done == w->posted && !w->stop)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->done == w->posted)
+			break;
+		uint32_t want = w->want;
+		pthread_mutex_unlock(&w->mu);
+		CK(cuStreamSynchronize(w->s));
+		CHECKF(read_u32(w->p) == want, "token: %u, want %u", read_u32(w->p), want);
+		pthread_mutex_lock(&w->mu);
+		w->done++;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
 int main(void)
 {
 	setup_common();
@@ -78,6 +116,19 @@ int main(void)
 		CK(cuGraphInstantiateWithFlags(&x, g, 0));
 		CK(cuGraphDestroy(g));
 	}
+	const char *wt = getenv("VETEST_WAITER"), *hd = getenv("VETEST_H2D");
+	bool waiter = wt && atoi(wt), h2d = hd && atoi(hd);
+	struct waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+			   .s = s, .p = p};
+	pthread_t wth;
+	if (waiter) {
+		CK(cuCtxGetCurrent(&w.ctx));
+		if (pthread_create(&wth, NULL, waiter_main, &w)) {
+			fprintf(stderr, "FAIL: pthread_create\n");
+			return 1;
+		}
+	}
+	CUdeviceptr scratch = dalloc(64);
 	double worst = 0;
 	uint32_t want = 0;
 	for (int req = 0; req < 8 && !failures; req++) {
@@ -87,7 +138,25 @@ int main(void)
 				CK(cuGraphLaunch(x, s));
 			else
 				token(f, s, p, cluster);
+			if (h2d) {
+				/* Pageable: an ordered pass-through, not a read. */
+				char host[64];
+				memset(host, tok, sizeof(host));
+				CK(cuMemcpyHtoDAsync(scratch, host, sizeof(host), s));
+				token(f, s, p, 0);
+				want += 6;
+			}
 			want += 6;
+			if (waiter) {
+				pthread_mutex_lock(&w.mu);
+				w.want = want;
+				w.posted++;
+				pthread_cond_broadcast(&w.cv);
+				while (w.done != w.posted)
+					pthread_cond_wait(&w.cv, &w.mu);
+				pthread_mutex_unlock(&w.mu);
+				continue;
+			}
 			CK(cuStreamSynchronize(s));
 			CHECKF(read_u32(p) == want, "request %d token %d: %u, want %u", req, tok,
 			       read_u32(p), want);
@@ -96,6 +165,13 @@ int main(void)
 		if (ms > worst)
 			worst = ms;
 		sleep_us(30000 + 10000 * (unsigned)(req % 3)); /* idle between requests */
+	}
+	if (waiter) {
+		pthread_mutex_lock(&w.mu);
+		w.stop = true;
+		pthread_cond_broadcast(&w.cv);
+		pthread_mutex_unlock(&w.mu);
+		pthread_join(wth, NULL);
 	}
 	scan_launch_log();
 	print_launch_summary();
