@@ -80,12 +80,12 @@ struct tpot {
 	bool grow_on_pressure;
 	uint64_t grow_hold_ns;
 	uint64_t pressure_until; /* growth allowed until then */
-	/* The learned size (adapt=1; default 0, the growth to the want below
-	 * under pressure): the SMs the
-	 * latency client gets while active, at least the reservation. A late op
-	 * (VE_DEMAND_LATE) raises it one step of the tree above the reservation
-	 * (at most once per grow_hold_ms, so that a step's effect is seen before
-	 * the next), and adapt_down_ms without one lowers it a step. A GPU-bound
+	/* The learned size (adapt=1; with the default 0 the client grows to its
+	 * want under pressure instead): the SMs the latency client gets while
+	 * active, at least the reservation. A late op (VE_DEMAND_LATE) raises
+	 * it one step of the tree above the reservation once the last size is
+	 * in effect and has run grow_hold_ms (so that a step's effect is seen
+	 * before the next), and adapt_down_ms without one lowers it a step. A GPU-bound
 	 * decode server (CUDA graphs: a token 1.8x slower on 32 SMs than on the
 	 * whole H200) then settles at the size that meets its TPOT instead of
 	 * staying late on the reservation or jumping to all but batch_min SMs
@@ -478,16 +478,6 @@ static void tpot_notify(void *priv, const struct ve_policy_view *v,
 	}
 }
 
-/* Grant mode. The first active latency-class client always holds the
- * standing reservation, so a request that arrives finds SMs of its own at
- * once; under deadline pressure (and with grow=0 whenever it has work, or
- * lat_idle_ms after) it grows to what its kernels can use (its want, at
- * most all but batch_min SMs), in an entry that contains the reservation so
- * the growth never waits for its own work. Best-effort
- * clients share the rest by the Throughput-Oriented plan. The reservation
- * yields when its owner is idle and a best-effort launch needs its SMs to
- * run at all (a cooperative or cluster launch as wide as the GPU), and with
- * standing=0 whenever its owner is idle. */
 /* The size of the next entry containing the reservation above (up) or
  * below (down) `from` SMs: up at most `cap`, down at least the reservation;
  * `from` itself if there is none. */
@@ -541,6 +531,16 @@ static void adapt_floor(struct tpot *t, const struct ve_pool *p, const struct ve
 	}
 }
 
+/* Grant mode. The first active latency-class client always holds the
+ * standing reservation, so a request that arrives finds SMs of its own at
+ * once; under deadline pressure (and with grow=0 whenever it has work, or
+ * lat_idle_ms after) it grows to what its kernels can use (its want, at
+ * most all but batch_min SMs; with adapt=1 to its learned size), in an entry that contains the reservation so
+ * the growth never waits for its own work. Best-effort
+ * clients share the rest by the Throughput-Oriented plan. The reservation
+ * yields when its owner is idle and a best-effort launch needs its SMs to
+ * run at all (a cooperative or cluster launch as wide as the GPU), and with
+ * standing=0 whenever its owner is idle. */
 static int tpot_grant(void *priv, const struct ve_policy_view *v,
 		      const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {

@@ -117,21 +117,9 @@ static void resolve_default(struct ve_target *t)
 		return ve__barrier_end((t), (call));                                               \
 	} while (0)
 
-/* The same for a copy that hands the host a result (to pageable memory, it
- * returns once the data is there): a latency client's step ends with it
- * (VE_TPOT_MS, api.c). A copy from the host does not end one. */
-#define BARRIER_CALL_TO_HOST(t, to_host, call)                                                     \
-	do {                                                                                       \
-		CUresult br_ = ve__barrier_begin(t);                                               \
-		if (br_ != CUDA_SUCCESS)                                                           \
-			return br_;                                                                \
-		br_ = ve__barrier_end((t), (call));                                                \
-		if (to_host)                                                                       \
-			ve__step_end();                                                            \
-		return br_;                                                                        \
-	} while (0)
-
-/* A copy's result on the host: the step ends (when to_host). */
+/* A copy that hands the host a result (to pageable memory it returns once
+ * the data is there) ends a latency client's step (VE_TPOT_MS, api.c); a
+ * copy from the host does not. Wraps the copy's result when to_host. */
 static CUresult read_back(CUresult r, bool to_host)
 {
 	if (to_host)
@@ -955,7 +943,7 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 	if (!t.virt)
 		return VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s));
 	if (host_kind_of(dst) == HK_PAGEABLE)
-		BARRIER_CALL_TO_HOST(&t, true, VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s)));
+		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s)), true));
 	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, false);
 }
 
@@ -976,7 +964,7 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 		return VE_CALL(cuMemcpyAsync, (dst, src, n, s));
 	bool dst_pageable = host_kind_of((void *)(uintptr_t)dst) == HK_PAGEABLE;
 	if (dst_pageable || host_kind_of((void *)(uintptr_t)src) == HK_PAGEABLE)
-		BARRIER_CALL_TO_HOST(&t, dst_pageable, VE_CALL(cuMemcpyAsync, (dst, src, n, s)));
+		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpyAsync, (dst, src, n, s)), dst_pageable));
 	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, false);
 }
 
@@ -1032,8 +1020,8 @@ CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy2DAsync, (c, s));
 	if (!copy2d_virtualizable(c, &to_host))
-		BARRIER_CALL_TO_HOST(&t, side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice),
-				     VE_CALL(cuMemcpy2DAsync, (c, s)));
+		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpy2DAsync, (c, s)),
+					   side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice)));
 	return submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c, sizeof(*c),
 			   false);
 }
@@ -1046,8 +1034,8 @@ CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy3DAsync, (c, s));
 	if (!copy3d_virtualizable(c, &to_host))
-		BARRIER_CALL_TO_HOST(&t, side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice),
-				     VE_CALL(cuMemcpy3DAsync, (c, s)));
+		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpy3DAsync, (c, s)),
+					   side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice)));
 	return submit_copy(&t, VE_CP_3D, 0, 0, (size_t)c->WidthInBytes * c->Height * c->Depth, c,
 			   sizeof(*c), false);
 }
@@ -1101,7 +1089,7 @@ CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	enum host_kind kd = host_kind_of((void *)(uintptr_t)dst);
 	enum host_kind ks = host_kind_of((void *)(uintptr_t)src);
 	if (kd == HK_PAGEABLE || ks == HK_PAGEABLE)
-		BARRIER_CALL_TO_HOST(&t, kd == HK_PAGEABLE, VE_CALL(cuMemcpy, (dst, src, n)));
+		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpy, (dst, src, n)), kd == HK_PAGEABLE));
 	bool host_side = kd == HK_PINNED || ks == HK_PINNED;
 	return read_back(submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, host_side),
 			 kd == HK_PINNED);
@@ -1127,8 +1115,8 @@ CUresult cuMemcpy2D(const CUDA_MEMCPY2D *c)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy2D, (c));
 	if (!copy2d_virtualizable(c, &to_host))
-		BARRIER_CALL_TO_HOST(&t, c->dstMemoryType == CU_MEMORYTYPE_HOST,
-				     VE_CALL(cuMemcpy2D, (c)));
+		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpy2D, (c)),
+					   c->dstMemoryType == CU_MEMORYTYPE_HOST));
 	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
 	return read_back(submit_copy(&t, VE_CP_2D, 0, 0, (size_t)c->WidthInBytes * c->Height, c,
 				     sizeof(*c), host_side),
@@ -1152,8 +1140,8 @@ CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
 	if (!t.virt || !c)
 		return VE_CALL(cuMemcpy3D, (c));
 	if (!copy3d_virtualizable(c, &to_host))
-		BARRIER_CALL_TO_HOST(&t, c->dstMemoryType == CU_MEMORYTYPE_HOST,
-				     VE_CALL(cuMemcpy3D, (c)));
+		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpy3D, (c)),
+					   c->dstMemoryType == CU_MEMORYTYPE_HOST));
 	bool host_side = to_host || c->srcMemoryType == CU_MEMORYTYPE_HOST;
 	return read_back(submit_copy(&t, VE_CP_3D, 0, 0,
 				     (size_t)c->WidthInBytes * c->Height * c->Depth, c, sizeof(*c),

@@ -1277,6 +1277,7 @@ VE_TEST(grant_whole_gpu_client_keeps_its_grant_while_busy)
 	uint64_t lost[2] = {0, 0};
 	int lost_at[2] = {0, 0};
 	int run = 0, best_run = 0, held_ticks = 0;
+	uint64_t prev[2] = {0, 0}; /* leaves granted after the last tick */
 	for (int tick = 1; tick <= TICKS; tick++) {
 		ve_coord_set_now(c, 1000000ull + (uint64_t)tick * 200000ull);
 		for (uint32_t k = 0; k < 2; k++) {
@@ -1299,7 +1300,6 @@ VE_TEST(grant_whole_gpu_client_keeps_its_grant_while_busy)
 		}
 		ve_coord_tick(c, true);
 		for (uint32_t k = 0; k < 2; k++) {
-			static uint64_t prev[2];
 			uint64_t now_l = granted_leaves(c, k);
 			if (prev[k] & ~now_l) {
 				lost[k] |= prev[k] & ~now_l;
