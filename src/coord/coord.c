@@ -49,6 +49,15 @@ static void take_add(struct ve_coord *c, struct grant_client *g, uint64_t lost);
 static uint64_t coord_now(const struct ve_coord *c);
 static void usage_note(struct ve_coord *c, struct grant_client *g);
 
+/* A policy's init refused its arguments: say which one when a built-in
+ * policy's parser named it (an external policy has only its errno). */
+static void args_failed(char *err, size_t errlen, const char *name, const char *args, int rc)
+{
+	const char *bad = ve_policy_args_error();
+	snprintf(err, errlen, "policy %s rejected its arguments '%s'%s%s%s: %s", name, args,
+		 *bad ? " (at '" : "", bad, *bad ? "')" : "", strerror(rc < 0 ? -rc : rc));
+}
+
 struct ve_coord {
 	struct ve_pool pool;
 	struct ve_readyq rq;
@@ -212,9 +221,9 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
 		c->gc[i].entry = c->gc[i].want = VE_POOL_NONE;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", c->pol->name);
+	ve_policy_args_error_clear();
 	if (c->pol->init && (rc = c->pol->init(args, &c->view, &c->pol_priv))) {
-		snprintf(err, errlen, "policy %s rejected its arguments '%s': %s", c->pol->name,
-			 args, strerror(rc < 0 ? -rc : rc));
+		args_failed(err, errlen, c->pol->name, args, rc);
 		c->pol = NULL;
 		rc = rc < 0 ? rc : -EINVAL;
 		goto fail;
@@ -264,9 +273,9 @@ int ve_coord_set_policy(struct ve_coord *c, const char *spec, char *err, size_t 
 		rc = -EINVAL;
 		goto fail;
 	}
+	ve_policy_args_error_clear();
 	if (own.init && (rc = own.init(args, &c->view, &priv))) {
-		snprintf(err, errlen, "policy %s rejected its arguments '%s': %s", own.name, args,
-			 strerror(rc < 0 ? -rc : rc));
+		args_failed(err, errlen, own.name, args, rc);
 		rc = rc < 0 ? rc : -EINVAL;
 		goto fail;
 	}

@@ -89,24 +89,45 @@ int ve_policy_resolve(const char *spec, const struct ve_policy_ops **ops, const 
 	return 0;
 }
 
+/* Per thread: policies are created on the thread that resolves them, and
+ * two coordinators may be created at once (tests, several devices). */
+static _Thread_local char args_error[96];
+
+const char *ve_policy_args_error(void)
+{
+	return args_error;
+}
+
+void ve_policy_args_error_clear(void)
+{
+	args_error[0] = 0;
+}
+
 int ve__policy_parse_args(const char *args, int (*fn)(const char *k, const char *v, void *arg),
 			  void *arg)
 {
 	if (!args || !*args)
 		return 0;
 	char buf[512];
-	if (strlen(args) >= sizeof(buf))
+	if (strlen(args) >= sizeof(buf)) {
+		snprintf(args_error, sizeof(args_error), "%zu characters, at most %zu",
+			 strlen(args), sizeof(buf) - 1);
 		return -E2BIG;
+	}
 	strcpy(buf, args);
 	char *save = NULL;
 	for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(kv, '=');
-		if (!eq)
+		if (!eq) {
+			snprintf(args_error, sizeof(args_error), "%s (not key=value)", kv);
 			return -EINVAL;
+		}
 		*eq = 0;
 		int rc = fn(kv, eq + 1, arg);
-		if (rc)
+		if (rc) {
+			snprintf(args_error, sizeof(args_error), "%s=%s", kv, eq + 1);
 			return rc;
+		}
 	}
 	return 0;
 }

@@ -18,5 +18,10 @@ int ve_policy_resolve(const char *spec, const struct ve_policy_ops **ops, const 
 		      void **dl_handle, char *err, size_t errlen);
 /* Comma-separated built-in names (for --help). */
 const char *ve_policy_builtin_names(void);
+/* The key=value (or the text without '=') that made the calling thread's
+ * last built-in policy init fail, "" if none: the coordinator names it in
+ * its error. ve_policy_args_error_clear() before an init. */
+const char *ve_policy_args_error(void);
+void ve_policy_args_error_clear(void);
 
 #endif

@@ -423,6 +423,39 @@ static void knob_refused(const char *policy, const char *args)
 	ve_coord_destroy(c);
 }
 
+/* A bad policy argument is refused with its name, wherever it is in the
+ * list (a user of VE_POLICY=tpot:reserve=64,... sees which key is wrong),
+ * and a reload names it too. */
+VE_TEST(policy_bad_argument_named_in_the_error)
+{
+	static const struct {
+		const char *spec, *named;
+	} cases[] = {
+		{"tpot:reserve=64,bogus=1", "(at 'bogus=1')"},
+		{"tpot:reserve", "(at 'reserve (not key=value)')"},
+		{"tput:min_gain=0.01,prio=-1", "(at 'prio=-1')"},
+		{"tpot:reserve=32,min_gain=-3", "(at 'min_gain=-3')"}, /* via the embedded tput */
+		{"fixed:leaves=8/x", "(at 'leaves=8/x')"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ve_coord_config cfg = {.leaf_sms = h200, .nleaves = 16, .policy = cases[i].spec};
+		struct ve_coord *c = NULL;
+		char err[256] = "";
+		VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), -EINVAL);
+		VE_CHECK(c == NULL);
+		VE_CHECK_MSG(strstr(err, cases[i].named) && strstr(err, "rejected its arguments"),
+			     "%s: %s", cases[i].spec, err);
+	}
+	/* Good arguments after a failure: nothing stale is named. */
+	struct ve_coord *c = mk_coord("tput", false, false);
+	char err[256] = "";
+	VE_CHECK_EQ(ve_coord_set_policy(c, "tpot:standing=2", err, sizeof(err)), -EINVAL);
+	VE_CHECK_MSG(strstr(err, "(at 'standing=2')"), "reload: %s", err);
+	VE_CHECK_EQ(ve_coord_set_policy(c, "tpot:standing=0", err, sizeof(err)), 0);
+	VE_CHECK(ve_policy_args_error()[0] == 0);
+	ve_coord_destroy(c);
+}
+
 /* tpot in grant mode: a busy latency client keeps its reservation and grows
  * past it only under deadline pressure (a latency op finished late, or one
  * waits with less than half a TPOT left); grow=0 grows whenever it is active
@@ -2157,6 +2190,9 @@ VE_TEST(external_policy_so_loads_and_wrong_abi_is_refused)
 	VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), -EINVAL);
 	VE_CHECK(c == NULL);
 	VE_CHECK_MSG(strstr(err, "rejected its arguments 'fail'"), "message: %s", err);
+	/* An external policy parses its own arguments: no key is named (and
+	 * none left from an earlier built-in failure on this thread). */
+	VE_CHECK_MSG(!strstr(err, "(at '"), "message: %s", err);
 	dlclose(own);
 
 	/* Another ABI version: refused, with a message that says what to do. */
