@@ -202,13 +202,14 @@ static void print_status_json(const struct ve_ctl_status *m)
 		    f,
 		    ",\"class\":\"%s\",\"ready\":%u,\"bound\":%u,\"ring_in\":%u,\"ring_out\":%u,"
 		    "\"overflow\":%u,\"bindings\":%llu,\"completions\":%llu,\"failed\":%llu,"
-		    "\"records_in\":%llu,\"records_out\":%llu,\"age_s\":%.3f,\"ops_per_s\":%.1f}",
+		    "\"records_in\":%llu,\"records_out\":%llu,\"age_s\":%.3f,\"ops_per_s\":%.1f,"
+		    "\"late\":%llu}",
 		    (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch", c[i].ready,
 		    c[i].bound, c[i].ring_in, c[i].ring_out, c[i].overflow,
 		    (unsigned long long)c[i].bindings, (unsigned long long)c[i].completions,
 		    (unsigned long long)c[i].failed, (unsigned long long)c[i].records_in,
 		    (unsigned long long)c[i].records_out, (double)c[i].age_ns / 1e9,
-		    c[i].ops_per_s);
+		    c[i].ops_per_s, (unsigned long long)c[i].late);
 	}
 	fprintf(f, "]}\n");
 }
@@ -267,16 +268,16 @@ static void print_status_text(const struct ve_ctl_status *m, bool all)
 	}
 	printf("\nclients (%u of at most %u):\n", m->nclients, m->max_clients);
 	if (m->nclients)
-		printf("  %3s %8s %-16s %-7s %6s %6s %7s %8s %5s %10s %11s %10s\n", "id", "pid",
-		       "name", "class", "ready", "bound", "ring_in", "ring_out", "ovf", "bindings",
-		       "completions", "ops/s");
+		printf("  %3s %8s %-16s %-7s %6s %6s %7s %8s %5s %10s %11s %10s %8s\n", "id",
+		       "pid", "name", "class", "ready", "bound", "ring_in", "ring_out", "ovf",
+		       "bindings", "completions", "ops/s", "late");
 	for (uint32_t i = 0; i < m->nclients; i++)
-		printf("  %3d %8d %-16.16s %-7s %6u %6u %7u %8u %5u %10llu %11llu %10.0f\n",
+		printf("  %3d %8d %-16.16s %-7s %6u %6u %7u %8u %5u %10llu %11llu %10.0f %8llu\n",
 		       c[i].id, c[i].pid, c[i].name,
 		       (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch", c[i].ready,
 		       c[i].bound, c[i].ring_in, c[i].ring_out, c[i].overflow,
 		       (unsigned long long)c[i].bindings, (unsigned long long)c[i].completions,
-		       c[i].ops_per_s);
+		       c[i].ops_per_s, (unsigned long long)c[i].late);
 }
 
 static int cmd_status(int fd, bool all)
@@ -592,12 +593,12 @@ static int cmd_clients(int fd)
 			json_str(stdout, c[i].name);
 			printf(",\"class\":\"%s\",\"grant_entry\":%d,\"sms\":%u,\"leases\":%u,"
 			       "\"ready\":%u,\"bound\":%u,\"bindings\":%llu,\"completions\":%llu,"
-			       "\"ops_per_s\":%.1f}",
+			       "\"ops_per_s\":%.1f,\"late\":%llu}",
 			       (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch",
 			       c[i].grant_entry == 0xffff ? -1 : (int)c[i].grant_entry,
 			       c[i].granted_sms, leases, c[i].ready, c[i].bound,
 			       (unsigned long long)c[i].bindings, (unsigned long long)c[i].completions,
-			       c[i].ops_per_s);
+			       c[i].ops_per_s, (unsigned long long)c[i].late);
 		}
 		printf("]}\n");
 		return 0;
@@ -606,8 +607,9 @@ static int cmd_clients(int fd)
 	       (m->h.flags & VE_CTL_F_DRAINING) ? " (draining: no new client is admitted)" : "");
 	if (!m->nclients)
 		return 0;
-	printf("  %3s %8s %-10s %-16s %-7s %6s %5s %6s %6s %6s %10s %10s\n", "id", "pid", "user",
-	       "name", "class", "grant", "SMs", "leases", "ready", "bound", "bindings", "ops/s");
+	printf("  %3s %8s %-10s %-16s %-7s %6s %5s %6s %6s %6s %10s %10s %8s\n", "id", "pid",
+	       "user", "name", "class", "grant", "SMs", "leases", "ready", "bound", "bindings",
+	       "ops/s", "late");
 	for (uint32_t i = 0; i < m->nclients; i++) {
 		uint32_t leases = 0;
 		for (uint32_t k = 0; k < m->nentries; k++)
@@ -617,11 +619,12 @@ static int cmd_clients(int fd)
 			snprintf(g, sizeof(g), "-");
 		else
 			snprintf(g, sizeof(g), "%u", c[i].grant_entry);
-		printf("  %3d %8d %-10.10s %-16.16s %-7s %6s %5u %6u %6u %6u %10llu %10.0f\n",
+		printf("  %3d %8d %-10.10s %-16.16s %-7s %6s %5u %6u %6u %6u %10llu %10.0f %8llu\n",
 		       c[i].id, c[i].pid, user_name(c[i].uid, u, sizeof(u)), c[i].name,
 		       (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch", g,
 		       c[i].granted_sms, leases, c[i].ready, c[i].bound,
-		       (unsigned long long)c[i].bindings, c[i].ops_per_s);
+		       (unsigned long long)c[i].bindings, c[i].ops_per_s,
+		       (unsigned long long)c[i].late);
 	}
 	return 0;
 }

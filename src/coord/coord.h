@@ -86,6 +86,7 @@ struct ve_grant_report {
 	uint64_t ack_gen;
 	uint64_t busy_leaves;
 	uint64_t binds, done; /* cumulative: ops bound to its grants, completed (metrics) */
+	uint64_t late;	      /* cumulative: its ops that finished after their deadline */
 };
 
 /* A client's grants since it registered (grant mode): how long it has been

@@ -78,6 +78,7 @@ struct gclient {
 	 * reports). */
 	uint64_t op_ns;
 	uint64_t binds, done; /* compute ops bound to its grants, completed */
+	uint64_t late;	      /* its latency ops that finished after their deadline */
 };
 
 
@@ -929,6 +930,7 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 		.busy_leaves = busy,
 		.binds = g->binds,
 		.done = g->done,
+		.late = g->late,
 	};
 	if (g->nwait && (g->entry == VE_POOL_NONE || g->min_sms > p->e[g->entry].sms))
 		r.demand.flags |= VE_DEMAND_WAITING;
@@ -1048,8 +1050,10 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 	d->st.late_ops += late;
 	if (f.granted) {
 		d->gc[f.client].done++;
-		if (late)
+		if (late) {
 			d->gc[f.client].late_ns = VE_MAX(cp->t_end_ns, 1ull);
+			d->gc[f.client].late++;
+		}
 		uint32_t *ei = &d->ent_inflight[f.client * d->pool->nentries + f.entry];
 		/* A profile sample: timed by its own marker, alone on its entry. */
 		if (f.solo && *ei == 1 && cp->status == 0 && cp->t_end_ns > cp->t_start_ns &&

@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #define VE_CTL_MAGIC	   0x43444556u /* bytes 'V' 'E' 'D' 'C' */
-#define VE_CTL_VERSION	   2u /* 2: grant words in the segment */
+#define VE_CTL_VERSION	   3u /* 2: grant words in the segment; 3: late ops per client */
 #define VE_CTL_MAX_MSG	   65536u /* the largest message either side accepts */
 #define VE_CTL_NAME_MAX	   64
 #define VE_CTL_TEXT_MAX	   256
@@ -188,6 +188,7 @@ struct ve_ctl_client {
 	uint64_t records_out;
 	uint64_t age_ns;  /* since it registered */
 	double ops_per_s; /* completions per second, last interval */
+	uint64_t late;	  /* its ops that finished after their deadline (grant mode) */
 	char name[VE_CTL_NAME_MAX];
 };
 
@@ -298,7 +299,7 @@ struct ve_ctl_profile {
 _Static_assert(sizeof(struct ve_ctl_hdr) == 16, "ctl header");
 _Static_assert(sizeof(struct ve_ctl_hello) == 392, "hello");
 _Static_assert(sizeof(struct ve_ctl_entry) == 64, "status entry");
-_Static_assert(sizeof(struct ve_ctl_client) == 160, "status client");
+_Static_assert(sizeof(struct ve_ctl_client) == 168, "status client");
 _Static_assert(sizeof(struct ve_ctl_tev) == 48, "trace event");
 _Static_assert(sizeof(struct ve_ctl_status) + VE_CTL_MAX_ENTRIES * sizeof(struct ve_ctl_entry) +
 		       VE_CTL_MAX_CLIENTS * sizeof(struct ve_ctl_client) <=
@@ -416,9 +417,15 @@ struct ve_ved_words {
 	 * 0 and waits for the report as usual, or the client sees the new grant
 	 * (Dekker, as daemon_sleeping). Seeing 1, ved frees those SMs at once. */
 	_Atomic uint32_t client_idle;
-	uint32_t rsvd3[9];
+	uint32_t rsvd3;
+	/* client -> ved, cumulative: its latency ops that finished after their
+	 * deadline (ve_advise_deadline, VE_TPOT_MS), for status and metrics.
+	 * Written with the report; read on its own (a count, no decision). */
+	_Atomic uint64_t late;
+	uint32_t rsvd4[6];
 };
 _Static_assert(sizeof(struct ve_ved_words) == 384, "ved words");
+_Static_assert(offsetof(struct ve_ved_words, late) % 8 == 0, "ved words: late aligned");
 
 _Static_assert(VE_VED_WORDS_OFF >= sizeof(struct ve_ipc_hdr) &&
 		   VE_VED_WORDS_OFF + sizeof(struct ve_ved_words) <= VE_IPC_HDR_SIZE,

@@ -1104,7 +1104,8 @@ static int l_report(void *impl, uint32_t client, const struct ve_grant_report *r
 	    r->rep_last.demand.deadline_ns == dm->deadline_ns &&
 	    r->rep_last.demand.op_us / 32 == dm->op_us / 32 &&
 	    (r->rep_last.demand.active_ns >> 20) == active && r->rep_last.ack_gen == rep->ack_gen &&
-	    r->rep_last.busy_leaves == rep->busy_leaves && r->rep_last.binds >> 10 == rep->binds >> 10)
+	    r->rep_last.busy_leaves == rep->busy_leaves && r->rep_last.binds >> 10 == rep->binds >> 10 &&
+	    r->rep_last.late == rep->late)
 		return 0;
 	r->rep_last = *rep;
 	r->rep_valid = true;
@@ -1125,6 +1126,7 @@ static int l_report(void *impl, uint32_t client, const struct ve_grant_report *r
 	atomic_store_explicit(&w->op_us, dm->op_us, memory_order_release);
 	atomic_store_explicit(&w->binds, rep->binds, memory_order_release);
 	atomic_store_explicit(&w->done, rep->done, memory_order_release);
+	atomic_store_explicit(&w->late, rep->late, memory_order_release);
 	/* R (pairs with ved's acquire load of the even value). */
 	atomic_store_explicit(&w->rep_seq, seq + 2, memory_order_release);
 	if (waiting || (dm->ready && dm->entry == VE_POOL_NONE) ||

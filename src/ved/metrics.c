@@ -553,6 +553,10 @@ int ved_metrics_render(struct ved_metrics *m, struct ve_serve *srv,
 	family(f, "ve_client_failed_submits_total", "counter",
 	       "Ops of the client whose submission failed.");
 	EACH("ve_client_failed_submits_total", (double)r->ci.failed);
+	family(f, "ve_client_late_ops_total", "counter",
+	       "Ops of the client that finished after their deadline (ve_advise_deadline, "
+	       "VE_TPOT_MS; grant mode).");
+	EACH("ve_client_late_ops_total", (double)r->ci.late);
 	family(f, "ve_client_ops_per_second", "gauge", "Ops of the client done per second (last second).");
 	EACH("ve_client_ops_per_second", r->dc->ops_per_s);
 	family(f, "ve_client_watchdog_fallbacks_total", "counter",

@@ -44,6 +44,7 @@ struct sclient {
 	uint64_t wait_n, wait_sum_ns; /* wait-for-bind: ready -> bound */
 	uint64_t wait_ns[WAIT_SAMPLES];
 	uint64_t local_binds, local_done; /* grant mode: what the client bound itself */
+	uint64_t late;			  /* grant mode: its ops late for their deadline */
 };
 
 struct ve_serve {
@@ -728,6 +729,7 @@ void ve_serve_client_info(const struct ve_serve *s, uint32_t id, struct ve_serve
 	o->failed = c->failed;
 	o->records_in = c->records_in;
 	o->records_out = c->records_out;
+	o->late = c->late;
 }
 
 void ve_serve_stats(const struct ve_serve *s, struct ve_serve_stats *st)
@@ -749,7 +751,7 @@ uint32_t ve_serve_trace(const struct ve_serve *s, struct ve_ctl_tev *out, uint32
 }
 
 void ve_serve_grant_activity(struct ve_serve *s, uint32_t id, uint64_t binds, uint64_t done,
-			     uint64_t wait_ns)
+			     uint64_t late, uint64_t wait_ns)
 {
 	if (id >= s->max_clients || !s->cl[id].active)
 		return;
@@ -759,6 +761,8 @@ void ve_serve_grant_activity(struct ve_serve *s, uint32_t id, uint64_t binds, ui
 		c->local_binds = binds;
 	if (done > c->local_done)
 		c->local_done = done;
+	if (late > c->late)
+		c->late = late;
 	if (wait_ns) {
 		c->wait_ns[c->wait_n++ % WAIT_SAMPLES] = wait_ns;
 		c->wait_sum_ns += wait_ns;

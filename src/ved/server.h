@@ -50,6 +50,7 @@ struct ve_serve_client_info {
 	uint64_t joined_ns;
 	uint32_t nready, nbound, nqueued;
 	uint64_t bindings, completions, failed, records_in, records_out;
+	uint64_t late; /* ops finished after their deadline (grant mode, as reported) */
 };
 
 struct ve_serve_stats {
@@ -118,9 +119,10 @@ struct ve_serve_waits {
 };
 void ve_serve_client_waits(const struct ve_serve *s, uint32_t id, struct ve_serve_waits *out);
 /* Grant mode: the client binds its own ops, so ved learns of them from its
- * report: cumulative binds and completions, and (wait_ns != 0) one wait of
- * the client for a grant it asked for, as ved measured it. */
+ * report: cumulative binds, completions and late ops (finished after their
+ * deadline), and (wait_ns != 0) one wait of the client for a grant it asked
+ * for, as ved measured it. */
 void ve_serve_grant_activity(struct ve_serve *s, uint32_t id, uint64_t binds, uint64_t done,
-			     uint64_t wait_ns);
+			     uint64_t late, uint64_t wait_ns);
 
 #endif

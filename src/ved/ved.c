@@ -358,6 +358,10 @@ static void conn_close(struct ved *d, struct vconn *c, const char *why, bool vio
 				 (double)u.sm_ns / (double)u.span_ns, (double)u.span_ns / 1e9,
 				 100.0 * (double)u.granted_ns / (double)u.span_ns,
 				 100.0 * (double)u.shared_ns / (double)u.span_ns);
+		char late[48] = "";
+		if (ci.late)
+			snprintf(late, sizeof(late), " (%llu after their deadline)",
+				 (unsigned long long)ci.late);
 		uint32_t reclaimed = ve_serve_client_remove(d->srv, c->id);
 		d->by_id[c->id] = NULL;
 		d->nregistered--;
@@ -366,10 +370,10 @@ static void conn_close(struct ved *d, struct vconn *c, const char *why, bool vio
 				c->id, (int)c->pid, ci.name, why, reclaimed);
 		else
 			VE_INFO(
-			    "ved: client %u (pid %d, %s) left (%s): %llu ops done, %u reclaimed, "
+			    "ved: client %u (pid %d, %s) left (%s): %llu ops done%s, %u reclaimed, "
 			    "its leases released; %u clients%s",
 			    c->id, (int)c->pid, ci.name, why, (unsigned long long)ci.completions,
-			    reclaimed, d->nregistered, use);
+			    late, reclaimed, d->nregistered, use);
 		ve_shm_set_state(&c->shm, VE_SIDE_COORD, VE_IPC_S_DETACHED);
 		ve_shm_fini(&c->shm);
 		if (c->efd >= 0) {
@@ -989,6 +993,7 @@ static void do_status(struct ved *d, struct vconn *c)
 		o->records_out = ci.records_out;
 		o->age_ns = now - ci.joined_ns;
 		o->ops_per_s = v->ops_per_s;
+		o->late = ci.late;
 		memcpy(o->name, ci.name, sizeof(o->name));
 		uint32_t sms;
 		ved_metrics_client_sms(d->met, id, &o->grant_entry, &sms);
@@ -1488,7 +1493,8 @@ static int grants(struct ved *d, uint64_t now)
 		if (waits && !c->wait_since)
 			c->wait_since = now;
 		ve_serve_grant_activity(d->srv, id, atomic_load_explicit(&w->binds, memory_order_relaxed),
-					atomic_load_explicit(&w->done, memory_order_relaxed), 0);
+					atomic_load_explicit(&w->done, memory_order_relaxed),
+					atomic_load_explicit(&w->late, memory_order_relaxed), 0);
 		work++;
 	}
 	work += ve_coord_tick(co, urgent);
@@ -1507,7 +1513,7 @@ static int grants(struct ved *d, uint64_t now)
 			work++;
 
 			if (e != VE_POOL_NONE && c->wait_since) {
-				ve_serve_grant_activity(d->srv, id, 0, 0,
+				ve_serve_grant_activity(d->srv, id, 0, 0, 0,
 							VE_MAX(now - c->wait_since, 1ull));
 				c->wait_since = 0;
 			}

@@ -18,9 +18,15 @@
  *   shim_ved_decode_no_doorbell  a decode loop (graph replay, read, sync per
  *                       step) wakes a sleeping ved at no step: its profile
  *                       samples wait for ved's next pass, and still arrive
+ *   shim_ved_late_ops_reported  a latency client's ops late for their
+ *                       deadline (VE_TPOT_MS) show in ved's status while it
+ *                       runs and in ved's log when it leaves; none when on time
  * Needs $VE_BUILD/ved, libve.so, the fake libcuda and the programs; skips
  * otherwise.
  */
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "../harness.h"
 #include "../unit/ved_helper.h"
 #include "shim_harness.h"
@@ -308,6 +314,110 @@ VE_TEST(shim_ved_latency_graph_clusters_beside_busy)
 static const struct ve_ctl_client *status_clients(const struct ve_ctl_status *s)
 {
 	return (const void *)((const uint8_t *)(s + 1) + s->nentries * sizeof(struct ve_ctl_entry));
+}
+
+/* A poller of ved's status while a client runs: the most late ops any
+ * latency-class client had. */
+struct late_poll {
+	_Atomic int stop;
+	unsigned long long max_late;
+	int polls;
+};
+
+static void *poll_late(void *arg)
+{
+	struct late_poll *lp = arg;
+	while (!atomic_load(&lp->stop)) {
+		const struct ve_ctl_status *s = status();
+		for (uint32_t i = 0; s && i < s->nclients; i++) {
+			const struct ve_ctl_client *c = &status_clients(s)[i];
+			if ((c->class_flags & VE_CTL_CLASS_LATENCY) && c->late > lp->max_late)
+				lp->max_late = c->late;
+		}
+		lp->polls += s != NULL;
+		usleep(10000);
+	}
+	return NULL;
+}
+
+/* "(N after their deadline)" in ved's log line for a client that left; 0 if
+ * the line has none, -1 if no client left. */
+static long long late_in_log(const char *log)
+{
+	FILE *f = fopen(log, "r");
+	if (!f)
+		return -1;
+	char line[1024];
+	long long n = -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, ") left ("))
+			continue;
+		const char *p = strstr(line, " ops done (");
+		unsigned long long v = 0;
+		n = p && sscanf(p, " ops done (%llu after their deadline)", &v) == 1 ? (long long)v : 0;
+	}
+	fclose(f);
+	return n;
+}
+
+/* An operator sees whether a latency client meets its deadlines: ops that
+ * finished after theirs (here VE_TPOT_MS, a step budget no op can meet) are
+ * counted in ved's status while the client runs (ve-ctl, metrics) and in
+ * ved's log line when it leaves, at most what the process itself counted;
+ * with a budget every op meets, none. */
+VE_TEST(shim_ved_late_ops_reported)
+{
+	SH_PROG(bursty, "prog_shim_bursty");
+	if (!sh_locate())
+		VE_SKIP("libve.so or the fake libcuda is not built in $VE_BUILD");
+	static const char *const budgets[2] = {"VE_TPOT_MS=0.001", "VE_TPOT_MS=60000"};
+	for (int b = 0; b < 2; b++) {
+		char log[PATH_MAX + 64];
+		snprintf(log, sizeof(log), "%s/tests/test_shim_ved.%d.late%d.ved.log", sh_build,
+			 (int)getpid(), b);
+		unlink(log);
+		g_ved_log = log;
+		bool started = start_ved_env("VE_VED_LOG_LEVEL=info");
+		g_ved_log = NULL;
+		if (!started)
+			VE_SKIP("no ved in $VE_BUILD");
+		struct late_poll lp = {.max_late = 0};
+		pthread_t th;
+		VE_CHECK_EQ(pthread_create(&th, NULL, poll_late, &lp), 0);
+		struct sh_opts o;
+		opts_for(&o, true);
+		o.seed = 11;
+		o.env[3] = "VE_CLASS=latency";
+		o.env[4] = budgets[b];
+		const char *argv[] = {bursty, NULL};
+		sh_run(argv, &o, &g_res);
+		atomic_store(&lp.stop, 1);
+		pthread_join(th, NULL);
+		if (g_res.rc)
+			sh_dump(&g_res);
+		VE_CHECK_EQ(g_res.rc, 0);
+		VE_CHECK_EQ(stop_ved(), 0);
+		const char *p = strstr(g_res.out, " ops finished after their deadline");
+		unsigned long long own = 0;
+		while (p && p > g_res.out && p[-1] >= '0' && p[-1] <= '9')
+			p--;
+		VE_CHECK_MSG(p && sscanf(p, "%llu", &own) == 1, "no late-op count in the exit summary");
+		long long logged = late_in_log(log);
+		VE_CHECK_MSG(logged >= 0, "no 'left' line in ved's log %s", log);
+		if (b == 0) {
+			VE_CHECK_MSG(own > 0, "no op late with a 1 us budget");
+			VE_CHECK_MSG(lp.max_late > 0, "status never showed a late op (%d polls)",
+				     lp.polls);
+			VE_CHECK_MSG(logged > 0 && (unsigned long long)logged <= own,
+				     "ved logged %lld late ops, the process counted %llu", logged,
+				     own);
+		} else {
+			VE_CHECK_EQ(own, 0);
+			VE_CHECK_EQ(lp.max_late, 0);
+			VE_CHECK_EQ(logged, 0);
+		}
+		unlink(log);
+	}
 }
 
 /* Client `pid` in ved's status (its grant), or NULL. */
