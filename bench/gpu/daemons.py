@@ -255,6 +255,10 @@ class Ved:
             d["clients"][c.group(1)] = {"sms_mean": float(c.group(2)), "span_s": float(c.group(3)),
                                         "granted_frac": int(c.group(4)) / 100,
                                         "shared_frac": int(c.group(5)) / 100}
+        # Ops late for their deadline (VE_TPOT_MS, advice), when a client had any.
+        for c in re.finditer(r"client \d+ \(pid (\d+), [^)]*\) left \([^)]*\): \d+ ops done "
+                             r"\((\d+) after their deadline\)", self._log()):
+            d["clients"].setdefault(c.group(1), {})["late_ops"] = int(c.group(2))
         return d
 
 
