@@ -54,8 +54,15 @@ static void usage_note(struct ve_coord *c, struct grant_client *g);
 static void args_failed(char *err, size_t errlen, const char *name, const char *args, int rc)
 {
 	const char *bad = ve_policy_args_error();
-	snprintf(err, errlen, "policy %s rejected its arguments '%s'%s%s%s: %s", name, args,
-		 *bad ? " (at '" : "", bad, *bad ? "')" : "", strerror(rc < 0 ? -rc : rc));
+	if (rc == -E2BIG)
+		snprintf(err, errlen, "policy %s: its arguments are too long (%s)", name,
+			 *bad ? bad : strerror(E2BIG));
+	else if (*bad) /* named first: a long list would cut it off the end */
+		snprintf(err, errlen, "policy %s rejected '%s' in its arguments '%s': %s", name, bad,
+			 args, strerror(rc < 0 ? -rc : rc));
+	else
+		snprintf(err, errlen, "policy %s rejected its arguments '%s': %s", name, args,
+			 strerror(rc < 0 ? -rc : rc));
 }
 
 struct ve_coord {

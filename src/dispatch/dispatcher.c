@@ -1048,12 +1048,13 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 	}
 	bool late = f.deadline_ns && cp->t_end_ns > f.deadline_ns;
 	d->st.late_ops += late;
+	/* Counted for ved's status whatever bound the op (a copy too), as in
+	 * the exit summary; only a late kernel of the grant raises the flag. */
+	d->gc[f.client].late += late;
 	if (f.granted) {
 		d->gc[f.client].done++;
-		if (late) {
+		if (late)
 			d->gc[f.client].late_ns = VE_MAX(cp->t_end_ns, 1ull);
-			d->gc[f.client].late++;
-		}
 		uint32_t *ei = &d->ent_inflight[f.client * d->pool->nentries + f.entry];
 		/* A profile sample: timed by its own marker, alone on its entry. */
 		if (f.solo && *ei == 1 && cp->status == 0 && cp->t_end_ns > cp->t_start_ns &&

@@ -367,7 +367,7 @@ bool ve__mps_control_present(const char *dir);
 const char *ve_mps_state_name(int state);
 
 /*
- * ved's words in a client's segment: bytes [1024, 1152) of the header page,
+ * ved's words in a client's segment: bytes [1024, 1408) of the header page,
  * which docs/ipc.md reserves (the first 512 bytes are struct ve_ipc_hdr). The
  * memfd starts zeroed. Guarded by VE_CTL_VERSION: only ved and its clients
  * read or write them.

@@ -344,6 +344,14 @@ static void close_politely(int fd)
 static void conn_close(struct ved *d, struct vconn *c, const char *why, bool violation)
 {
 	if (c->registered) {
+		/* Its last report may have come with its BYE, in the same pass,
+		 * before grants() read it: take its cumulative counts now (the
+		 * segment is still mapped) so the line below is whole. */
+		if (c->w)
+			ve_serve_grant_activity(
+			    d->srv, c->id, atomic_load_explicit(&c->w->binds, memory_order_relaxed),
+			    atomic_load_explicit(&c->w->done, memory_order_relaxed),
+			    atomic_load_explicit(&c->w->late, memory_order_relaxed), 0);
 		struct ve_serve_client_info ci;
 		ve_serve_client_info(d->srv, c->id, &ci);
 		/* What it was granted, for the log line benchmarks read (grant
