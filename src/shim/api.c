@@ -62,6 +62,34 @@ void ve__step_end(void)
 								memory_order_relaxed,
 								memory_order_relaxed))
 		;
+	atomic_fetch_add_explicit(&ve__shim.step_hist[ve__log8_bucket(dt / 1000, VE_STEP_HIST)], 1,
+				  memory_order_relaxed);
+}
+
+static uint64_t step_bucket_mid_ns(uint32_t b)
+{
+	uint64_t lo, width;
+	ve__log8_range(b, &lo, &width);
+	return (lo * 2 + width) * 500; /* (lo + width / 2) us in ns */
+}
+
+uint64_t ve__step_quantile_ns(double q)
+{
+	uint64_t n = 0;
+	for (uint32_t b = 0; b < VE_STEP_HIST; b++)
+		n += atomic_load_explicit(&ve__shim.step_hist[b], memory_order_relaxed);
+	if (!n)
+		return 0;
+	/* The smallest bucket with at least ceil(q n) steps at or below it. */
+	uint64_t want = (uint64_t)(q * (double)n + 0.999999), seen = 0;
+	if (want < 1)
+		want = 1;
+	for (uint32_t b = 0; b < VE_STEP_HIST; b++) {
+		seen += atomic_load_explicit(&ve__shim.step_hist[b], memory_order_relaxed);
+		if (seen >= want)
+			return step_bucket_mid_ns(b);
+	}
+	return step_bucket_mid_ns(VE_STEP_HIST - 1);
 }
 
 int ve_active(void)

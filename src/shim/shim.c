@@ -473,10 +473,13 @@ static void shim_atexit(void)
 	uint64_t nst = atomic_load(&S->steps);
 	if (S->cfg.tpot_ns && (nst || rs.dispatch.late_ops))
 		VE_INFO("exit: %llu steps (first launch to blocking wait), %llu longer than "
-			"VE_TPOT_MS=%g, the longest %.2f ms; %llu ops finished after their deadline",
+			"VE_TPOT_MS=%g, the longest %.2f ms; %llu ops finished after their "
+			"deadline; step time p50 %.3f ms, p99 %.3f ms (within 7%% or 0.5 us)",
 			(unsigned long long)nst, (unsigned long long)atomic_load(&S->steps_late),
 			(double)S->cfg.tpot_ns / 1e6, (double)atomic_load(&S->step_max_ns) / 1e6,
-			(unsigned long long)rs.dispatch.late_ops);
+			(unsigned long long)rs.dispatch.late_ops,
+			(double)ve__step_quantile_ns(0.50) / 1e6,
+			(double)ve__step_quantile_ns(0.99) / 1e6);
 	uint64_t bn = atomic_load(&S->barrier_done_at_once), bl = atomic_load(&S->barrier_linked);
 	if (bn || bl)
 		VE_INFO("exit: %llu ordered pass-through calls (pageable copies and the like): %llu "

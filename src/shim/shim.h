@@ -16,6 +16,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Step-time histogram (VE_TPOT_MS): microseconds in ve__log8_bucket's
+ * buckets (util.h) up to 2^37 us (about 38 hours); longer steps land in
+ * the last. */
+#define VE_STEP_HIST (8 * 35)
+/* The q-quantile (0..1) of the steps recorded (a bucket's middle), 0 if none. */
+uint64_t ve__step_quantile_ns(double q);
+
 enum ve_shim_state {
 	VE_SHIM_UNINIT = 0,
 	VE_SHIM_ACTIVE,	     /* virtualizing */
@@ -84,6 +91,9 @@ struct ve_shim {
 	/* Steps of a latency client with VE_TPOT_MS (api.c): from the first
 	 * launch after the host waited for results to its next such wait. */
 	_Atomic uint64_t steps, steps_late, step_max_ns;
+	/* Their times, log-linear: 8 buckets per octave of microseconds (a
+	 * bucket spans 12.5% at most), for the exit summary's percentiles. */
+	_Atomic uint32_t step_hist[VE_STEP_HIST];
 	/* Ordered pass-through calls (pageable copies, ...) by how they joined
 	 * the logical order: done when they returned, or linked by an event. */
 	_Atomic uint64_t barrier_done_at_once;

@@ -76,6 +76,35 @@ static inline uint32_t ve__rand_below(uint64_t *s, uint32_t n)
 	return n ? (uint32_t)(((ve__rand64(s) >> 32) * (uint64_t)n) >> 32) : 0;
 }
 
+/* Log-linear histogram buckets of a value v (any unit): one bucket each for
+ * 0..7, then 8 per octave, named by the three bits after the leading one,
+ * so a bucket spans at most 1/8 of its lower bound; values past nb - 1
+ * land in the last bucket. No floating point: usable at every event. */
+static inline uint32_t ve__log8_bucket(uint64_t v, uint32_t nb)
+{
+	uint32_t b;
+	if (v < 8) {
+		b = (uint32_t)v;
+	} else {
+		uint32_t oct = 63u - (uint32_t)__builtin_clzll(v); /* >= 3: [8, 16) is 8..15 */
+		b = (oct - 2) * 8 + (uint32_t)((v >> (oct - 3)) & 7);
+	}
+	return b < nb ? b : nb - 1;
+}
+
+/* A bucket's range [lo, lo + width), in the value's unit. */
+static inline void ve__log8_range(uint32_t b, uint64_t *lo, uint64_t *width)
+{
+	if (b < 8) {
+		*lo = b;
+		*width = 1;
+		return;
+	}
+	uint32_t oct = b / 8 + 2, sub = b % 8;
+	*lo = (uint64_t)(8 + sub) << (oct - 3);
+	*width = 1ull << (oct - 3);
+}
+
 /* Text helpers for config parsing: strict integer/double parse (whole string). */
 int ve__parse_u64(const char *s, uint64_t *out);
 int ve__parse_double(const char *s, double *out);

@@ -140,6 +140,17 @@ static int step_counts(const struct sh_result *r, unsigned long long *steps,
 													: -1;
 }
 
+/* The same line's longest step and step-time p50/p99 (ms); -1 if absent. */
+static int step_times(const struct sh_result *r, double *longest, double *p50, double *p99)
+{
+	const char *p = strstr(r->out, " steps (first launch to blocking wait), ");
+	p = p ? strstr(p, ", the longest ") : NULL; /* this line's, not another's */
+	const char *q = p ? strstr(p, "; step time p50 ") : NULL;
+	if (!p || !q || sscanf(p, ", the longest %lf ms", longest) != 1)
+		return -1;
+	return sscanf(q, "; step time p50 %lf ms, p99 %lf ms", p50, p99) == 2 ? 0 : -1;
+}
+
 /* VE_TPOT_MS gives an unmodified latency client's ops step deadlines. A step
  * runs from the first launch after a blocking wait to the next one: the
  * bursty server's 8 requests of 32 tokens, each ended by a synchronize, are
@@ -174,6 +185,12 @@ VE_TEST(tpot_ms_step_deadlines)
 		VE_CHECK_EQ(r.rc, 0);
 		VE_CHECK_EQ(rc, 0);
 		VE_CHECK(steps >= 256 && steps <= 260);
+		/* Step-time percentiles from the histogram: ordered, not past the
+		 * longest step by more than a bucket's half (6.25%, 0.5 us). */
+		double longest = -1, p50 = -1, p99 = -1;
+		VE_CHECK_EQ(step_times(&r, &longest, &p50, &p99), 0);
+		VE_CHECK_MSG(p50 > 0 && p50 <= p99 && p99 <= longest * 1.0625 + 0.0005,
+			     "p50 %.4f p99 %.4f longest %.4f ms", p50, p99, longest);
 		if (i == 0 || i == 3) {
 			VE_CHECK_EQ(late, steps);
 			VE_CHECK(late_ops > 0);
