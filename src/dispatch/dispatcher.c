@@ -78,7 +78,7 @@ struct gclient {
 	 * reports). */
 	uint64_t op_ns;
 	uint64_t binds, done; /* compute ops bound to its grants, completed */
-	uint64_t late;	      /* its latency ops that finished after their deadline */
+	uint64_t late;	      /* its ops that finished after their deadline (any binding) */
 };
 
 

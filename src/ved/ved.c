@@ -341,17 +341,24 @@ static void close_politely(int fd)
 	close(fd);
 }
 
+/* The cumulative counts of a client's report (grant mode: the ops it bound
+ * itself, completed, late), for status and metrics: counts, not decisions,
+ * so read on their own. */
+static void report_counts(struct ved *d, const struct vconn *c)
+{
+	ve_serve_grant_activity(d->srv, c->id, atomic_load_explicit(&c->w->binds, memory_order_relaxed),
+				atomic_load_explicit(&c->w->done, memory_order_relaxed),
+				atomic_load_explicit(&c->w->late, memory_order_relaxed), 0);
+}
+
 static void conn_close(struct ved *d, struct vconn *c, const char *why, bool violation)
 {
 	if (c->registered) {
 		/* Its last report may have come with its BYE, in the same pass,
-		 * before grants() read it: take its cumulative counts now (the
-		 * segment is still mapped) so the line below is whole. */
+		 * before grants() read it: take its counts now (the segment is
+		 * still mapped) so the line below is whole. */
 		if (c->w)
-			ve_serve_grant_activity(
-			    d->srv, c->id, atomic_load_explicit(&c->w->binds, memory_order_relaxed),
-			    atomic_load_explicit(&c->w->done, memory_order_relaxed),
-			    atomic_load_explicit(&c->w->late, memory_order_relaxed), 0);
+			report_counts(d, c);
 		struct ve_serve_client_info ci;
 		ve_serve_client_info(d->srv, c->id, &ci);
 		/* What it was granted, for the log line benchmarks read (grant
@@ -1500,9 +1507,7 @@ static int grants(struct ved *d, uint64_t now)
 			     (r.demand.ready && r.demand.entry == VE_POOL_NONE);
 		if (waits && !c->wait_since)
 			c->wait_since = now;
-		ve_serve_grant_activity(d->srv, id, atomic_load_explicit(&w->binds, memory_order_relaxed),
-					atomic_load_explicit(&w->done, memory_order_relaxed),
-					atomic_load_explicit(&w->late, memory_order_relaxed), 0);
+		report_counts(d, c);
 		work++;
 	}
 	work += ve_coord_tick(co, urgent);

@@ -86,6 +86,18 @@ static bool start_ved(void)
 	return start_ved_env(NULL);
 }
 
+/* A ved logging at info to log (tests/test_shim_ved.<pid>.<tag>.ved.log in
+ * the build, emptied first), for tests that read what it logged. */
+static bool start_ved_logging(char *log, size_t n, const char *tag)
+{
+	snprintf(log, n, "%s/tests/test_shim_ved.%d.%s.ved.log", sh_build, (int)getpid(), tag);
+	unlink(log);
+	g_ved_log = log;
+	bool started = start_ved_env("VE_VED_LOG_LEVEL=info");
+	g_ved_log = NULL;
+	return started;
+}
+
 static union {
 	uint8_t b[VE_CTL_MAX_MSG];
 	uint64_t align;
@@ -373,13 +385,7 @@ VE_TEST(shim_ved_late_ops_reported)
 	static const char *const budgets[2] = {"VE_TPOT_MS=0.001", "VE_TPOT_MS=60000"};
 	for (int b = 0; b < 2; b++) {
 		char log[PATH_MAX + 64];
-		snprintf(log, sizeof(log), "%s/tests/test_shim_ved.%d.late%d.ved.log", sh_build,
-			 (int)getpid(), b);
-		unlink(log);
-		g_ved_log = log;
-		bool started = start_ved_env("VE_VED_LOG_LEVEL=info");
-		g_ved_log = NULL;
-		if (!started)
+		if (!start_ved_logging(log, sizeof(log), b ? "late1" : "late0"))
 			VE_SKIP("no ved in $VE_BUILD");
 		struct late_poll lp = {.max_late = 0};
 		pthread_t th;
@@ -449,13 +455,7 @@ VE_TEST(shim_ved_join_while_first_creates_pool)
 	if (!sh_locate())
 		VE_SKIP("libve.so or the fake libcuda is not built in $VE_BUILD");
 	char log[PATH_MAX + 64];
-	snprintf(log, sizeof(log), "%s/tests/test_shim_ved.%d.join.ved.log", sh_build,
-		 (int)getpid());
-	unlink(log);
-	g_ved_log = log;
-	bool started = start_ved_env("VE_VED_LOG_LEVEL=info");
-	g_ved_log = NULL;
-	if (!started)
+	if (!start_ved_logging(log, sizeof(log), "join"))
 		VE_SKIP("no ved in $VE_BUILD");
 	pid_t kid = spawn_busy(busy, 8, "VETEST_SECONDS=2", "FAKECUDA_GREEN_CREATE_US=5000");
 	usleep(120000); /* the first has joined and is creating its pool */
