@@ -161,6 +161,7 @@ assert len(d["clients"]) == 2, d
 for c in d["clients"]:
     assert c["sms"] >= 0 and "grant_entry" in c and c["user"] and c["bindings"] > 0, c
     assert c["late"] == 0, c  # no deadlines given: nothing can be late
+    assert c["lend_entry"] >= -1 and (c["lend_entry"] == -1) == (c["lent_sms"] == 0), c
 assert {c["class"] for c in d["clients"]} == {"batch", "latency"}, d
 ' 2>"$tmp/py.err"; then
 	ok ops_clients

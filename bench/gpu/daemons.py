@@ -246,6 +246,10 @@ class Ved:
         d = {x: int(m.group(i + 1)) for i, x in enumerate(k)}
         d.update(reclaim_us_p50=float(m.group(4)), reclaim_us_p99=float(m.group(5)),
                  reclaim_us_max=float(m.group(6)))
+        # Lends (docs/policies.md, "Lending"), from builds that log them.
+        ml = re.search(r"grants: .*; (\d+) lends, (\d+) taken back", self._log())
+        if ml:
+            d.update(lends=int(ml.group(1)), lend_takes=int(ml.group(2)))
         # What each client was granted, from the line ved logs as it leaves
         # (keyed by pid: the orchestrator knows which job that was).
         d["clients"] = {}

@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define VE_POLICY_ABI_VERSION 2 /* 2 adds grant(); policies built for 1 still load */
+#define VE_POLICY_ABI_VERSION 3 /* 2 adds grant(), 3 ve_grant_plan.lend; older ones still load */
 #define VE_POLICY_MAX_CLIENTS 64
 
 /* Ready-op flags. */
@@ -181,6 +181,16 @@ struct ve_client_demand {
 struct ve_grant_plan {
 	uint16_t entry[VE_POLICY_MAX_CLIENTS]; /* per client: the entry to grant, VE_POOL_NONE */
 	uint8_t share[VE_POLICY_MAX_CLIENTS];  /* 1: may overlap other clients marked share */
+	/* ABI 3: per client, an entry lent for short kernels (VE_POOL_NONE: none).
+	 * It contains the client's grant and may overlap other clients' grants
+	 * (SMs they hold and do not use now); the client binds there only
+	 * kernels predicted to run at most its lend bound (VE_LEND_US), so
+	 * taking the lend back waits for that much work at most. The coordinator
+	 * ignores a lend that does not contain the grant, overlaps another
+	 * lend or SMs still being handed over, and takes a lend back by itself
+	 * when another client's new grant needs its SMs. Pre-filled with the
+	 * current lends; policies built for ABI 2 never lend. */
+	uint16_t lend[VE_POLICY_MAX_CLIENTS];
 };
 
 /* Select flags. */

@@ -30,7 +30,12 @@ struct grant_client {
 	uint16_t entry;	     /* granted now (VE_POOL_NONE) */
 	uint16_t want;	     /* the policy's target; differs from entry while its SMs drain */
 	uint8_t share, want_share;
-	uint64_t gen;	     /* bumped whenever entry changes */
+	/* An entry lent for short kernels (ve_grant_plan.lend): it contains
+	 * entry, and its other SMs may be held by others that do not use them
+	 * now. want_lend: the policy's; lend: in effect (admitted once no other
+	 * lend and nothing being handed over is on those SMs). */
+	uint16_t lend, want_lend;
+	uint64_t gen;	     /* bumped whenever entry or lend changes */
 	uint64_t closing;    /* leaves taken away that may still run its work: the takes' */
 	struct take take[TAKES_MAX];
 	uint32_t ntakes;
@@ -226,7 +231,7 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	c->hold_ns = cfg->hold_ns ? cfg->hold_ns : 5000000;
 	c->watchdog_ns = cfg->watchdog_ns;
 	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
-		c->gc[i].entry = c->gc[i].want = VE_POOL_NONE;
+		c->gc[i].entry = c->gc[i].want = c->gc[i].lend = c->gc[i].want_lend = VE_POOL_NONE;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", c->pol->name);
 	ve_policy_args_error_clear();
 	if (c->pol->init && (rc = c->pol->init(args, &c->view, &c->pol_priv))) {
@@ -334,6 +339,8 @@ int ve_coord_client_add(struct ve_coord *c, uint32_t client, uint32_t flags)
 	struct grant_client old = *g;
 	*g = (struct grant_client){.entry = VE_POOL_NONE,
 				   .want = VE_POOL_NONE,
+				   .lend = VE_POOL_NONE,
+				   .want_lend = VE_POOL_NONE,
 				   .gen = old.gen + 1,
 				   .closing = old.closing,
 				   .ntakes = old.ntakes,
@@ -371,6 +378,8 @@ int ve_coord_client_remove(struct ve_coord *c, uint32_t client)
 	 * reused; it no longer grows. */
 	*g = (struct grant_client){.entry = VE_POOL_NONE,
 				   .want = VE_POOL_NONE,
+				   .lend = VE_POOL_NONE,
+				   .want_lend = VE_POOL_NONE,
 				   .gen = old.gen + 1,
 				   .closing = old.closing,
 				   .ntakes = old.ntakes,
@@ -768,12 +777,12 @@ static uint64_t leaves_of(const struct ve_coord *c, uint16_t e)
 	return e < c->pool.nentries ? c->pool.e[e].leaves : 0;
 }
 
-/* Leaves client k may have work on: its grant, what it reported busy and
- * what was taken from it and is not known drained. */
+/* Leaves client k may have work on: its grant and lend, what it reported
+ * busy and what was taken from it and is not known drained. */
 static uint64_t inuse(const struct ve_coord *c, uint32_t k)
 {
 	const struct grant_client *g = &c->gc[k];
-	return leaves_of(c, g->entry) | g->rep.busy_leaves | g->closing;
+	return leaves_of(c, g->entry) | leaves_of(c, g->lend) | g->rep.busy_leaves | g->closing;
 }
 
 static void reclaim_sample(struct ve_coord *c, uint64_t ns);
@@ -866,16 +875,28 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 	 * others), what it leaves out of them counts busy until acknowledged. */
 	/* Busy only where it was granted: its grant, what is draining, what it
 	 * reported before (a confused or hostile report cannot claim more). */
-	uint64_t may = leaves_of(c, g->entry) | g->closing | g->rep.busy_leaves;
+	uint64_t mine = leaves_of(c, g->entry) | leaves_of(c, g->lend);
+	uint64_t may = mine | g->closing | g->rep.busy_leaves;
 	g->rep = *r;
 	g->rep.busy_leaves &= may;
 	if (r->ack_gen < g->gen)
-		g->rep.busy_leaves |= leaves_of(c, g->entry);
+		g->rep.busy_leaves |= mine;
 	if (g->closing)
 		takes_settle(c, g, r->ack_gen, r->busy_leaves, 0);
 	if ((r->demand.flags & VE_DEMAND_WAITING) ||
 	    (r->demand.ready && g->entry == VE_POOL_NONE))
 		c->urgent = true;
+	/* Work of a client whose SMs are lent out: the policy takes the lend
+	 * back at the next tick, and that tick should be now. */
+	if ((r->demand.ready || r->demand.inflight) && g->entry != VE_POOL_NONE &&
+	    !c->urgent) {
+		uint64_t el = leaves_of(c, g->entry);
+		for (uint32_t j = 0; j < c->rq.nclients; j++)
+			if (j != client && (leaves_of(c, c->gc[j].lend) & el)) {
+				c->urgent = true;
+				break;
+			}
+	}
 	return 0;
 }
 
@@ -888,6 +909,11 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 	return 0;
 }
 
+uint16_t ve_coord_lend(const struct ve_coord *c, uint32_t client)
+{
+	return client < c->rq.nclients ? c->gc[client].lend : VE_POOL_NONE;
+}
+
 void ve_coord_client_forget(struct ve_coord *c, uint32_t client)
 {
 	if (client >= c->rq.nclients)
@@ -895,7 +921,7 @@ void ve_coord_client_forget(struct ve_coord *c, uint32_t client)
 	struct grant_client *g = &c->gc[client];
 	if (g->entry != VE_POOL_NONE || g->closing || g->rep.busy_leaves) {
 		usage_note(c, g);
-		g->entry = g->want = VE_POOL_NONE;
+		g->entry = g->want = g->lend = g->want_lend = VE_POOL_NONE;
 		g->closing = 0;
 		g->ntakes = 0;
 		g->rep.busy_leaves = 0;
@@ -920,7 +946,7 @@ void ve_coord_client_drained(struct ve_coord *c, uint32_t client)
 	if (client >= c->rq.nclients)
 		return;
 	struct grant_client *g = &c->gc[client];
-	g->rep.busy_leaves &= leaves_of(c, g->entry);
+	g->rep.busy_leaves &= leaves_of(c, g->entry) | leaves_of(c, g->lend);
 	if (g->closing) {
 		takes_settle(c, g, UINT64_MAX, 0, 0);
 		c->urgent = true; /* someone may wait for these leaves */
@@ -1021,19 +1047,97 @@ int ve_coord_grant_usage(const struct ve_coord *c, uint32_t client, struct ve_gr
 	return 0;
 }
 
-/* Takes the client's entry away (SMs outside 'keep' go on draining). */
+/* Takes the client's entry away, and its lend with it (SMs outside 'keep'
+ * go on draining). */
 static void grant_take(struct ve_coord *c, uint32_t k, uint64_t keep)
 {
 	struct grant_client *g = &c->gc[k];
-	uint64_t lost = leaves_of(c, g->entry) & ~keep;
+	uint64_t lost = (leaves_of(c, g->entry) | leaves_of(c, g->lend)) & ~keep;
 	usage_note(c, g);
 	g->entry = VE_POOL_NONE;
+	g->lend = VE_POOL_NONE;
 	g->gen++;
 	c->st.grant_changes++;
 	take_add(c, g, lost);
 }
 
-/* Grants every pending target whose SMs no other client may still use. */
+/* Takes client k's lend back: its SMs outside the grant drain (at most the
+ * short kernels the client put there) and are timed as a reclaim. */
+static void lend_take(struct ve_coord *c, uint32_t k)
+{
+	struct grant_client *g = &c->gc[k];
+	if (g->lend == VE_POOL_NONE)
+		return;
+	uint64_t lost = leaves_of(c, g->lend) & ~leaves_of(c, g->entry);
+	g->lend = VE_POOL_NONE;
+	g->gen++;
+	c->st.grant_changes++;
+	c->st.lend_takes++;
+	take_add(c, g, lost);
+}
+
+/* Whether lend t may take effect for client k now: it contains k's settled,
+ * unshared grant, and its other SMs carry no other lend, no target waiting
+ * for them and nothing being handed over. Other clients' grants there are
+ * what is lent (the policy's choice: they hold SMs they do not use now). */
+static bool lend_fits(const struct ve_coord *c, uint32_t k, uint16_t t)
+{
+	const struct grant_client *g = &c->gc[k];
+	if (t >= c->pool.nentries || g->entry == VE_POOL_NONE || g->share || g->want != g->entry ||
+	    t == g->entry)
+		return false;
+	uint64_t el = leaves_of(c, g->entry), tl = leaves_of(c, t);
+	if ((tl & el) != el)
+		return false;
+	uint64_t extra = tl & ~el, blocked = 0;
+	for (uint32_t j = 0; j < c->rq.nclients; j++) {
+		if (j == k)
+			continue;
+		const struct grant_client *o = &c->gc[j];
+		blocked |= o->closing | leaves_of(c, o->lend);
+		if (c->cl[j].active && o->want != o->entry)
+			blocked |= leaves_of(c, o->want);
+		/* Busy outside its grant: work still draining there. */
+		blocked |= o->rep.busy_leaves & ~leaves_of(c, o->entry) & ~leaves_of(c, o->lend);
+	}
+	return !(extra & blocked);
+}
+
+/* The policy's lend for client k: a change takes the old lend back now; the
+ * new one takes effect in admit_lends once it fits. */
+static int lend_target(struct ve_coord *c, uint32_t k, uint16_t t)
+{
+	struct grant_client *g = &c->gc[k];
+	if (t >= c->pool.nentries || g->entry == VE_POOL_NONE || g->want != g->entry || g->share)
+		t = VE_POOL_NONE;
+	g->want_lend = t;
+	if (g->lend == t || g->lend == VE_POOL_NONE)
+		return 0;
+	lend_take(c, k);
+	return 1;
+}
+
+static int admit_lends(struct ve_coord *c)
+{
+	int changes = 0;
+	for (uint32_t k = 0; k < c->rq.nclients; k++) {
+		struct grant_client *g = &c->gc[k];
+		if (!c->cl[k].active || g->want_lend == VE_POOL_NONE || g->want_lend == g->lend ||
+		    !lend_fits(c, k, g->want_lend))
+			continue;
+		g->lend = g->want_lend;
+		g->gen++;
+		if (g->closing)
+			takes_settle(c, g, 0, ~0ull, leaves_of(c, g->lend));
+		c->st.grant_changes++;
+		c->st.lends++;
+		changes++;
+	}
+	return changes;
+}
+
+/* Grants every pending target whose SMs no other client may still use. A
+ * lend on those SMs is taken back (the target waits for its drain). */
 static int admit_pending(struct ve_coord *c)
 {
 	int changes = 0;
@@ -1049,10 +1153,19 @@ static int admit_pending(struct ve_coord *c)
 			if (g->want == VE_POOL_NONE)
 				continue;
 			uint64_t want = leaves_of(c, g->want), others = 0;
-			for (uint32_t j = 0; j < c->rq.nclients; j++)
-				if (j != k && (c->cl[j].active || c->gc[j].closing) &&
+			for (uint32_t j = 0; j < c->rq.nclients; j++) {
+				if (j == k)
+					continue;
+				if (leaves_of(c, c->gc[j].lend) & ~leaves_of(c, c->gc[j].entry) &
+				    want) {
+					lend_take(c, j);
+					c->gc[j].want_lend = VE_POOL_NONE;
+					changes++;
+				}
+				if ((c->cl[j].active || c->gc[j].closing) &&
 				    !(g->want_share && c->gc[j].share))
 					others |= inuse(c, j);
+			}
 			if (want & others) {
 				c->st.grants_refused++;
 				continue;
@@ -1141,8 +1254,10 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 				c->dem[k].flags |= VE_DEMAND_LATENCY;
 			c->plan.entry[k] = on ? g->want : VE_POOL_NONE;
 			c->plan.share[k] = on ? g->want_share : 0;
+			c->plan.lend[k] = on ? g->want_lend : VE_POOL_NONE;
 		}
 		if (c->pol->grant(c->pol_priv, &c->view, c->dem, &c->plan) == 0) {
+			bool lends = c->pol->abi_version >= 3;
 			for (uint32_t k = 0; k < c->rq.nclients; k++) {
 				if (!c->cl[k].active)
 					continue;
@@ -1154,10 +1269,12 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 					continue;
 				}
 				changes += grant_target(c, k, t, c->plan.share[k] ? 1 : 0);
+				changes += lend_target(c, k, lends ? c->plan.lend[k] : VE_POOL_NONE);
 			}
 		}
 	}
-	return changes + admit_pending(c);
+	changes += admit_pending(c);
+	return changes + admit_lends(c);
 }
 
 /* ------------------------------------------------------------ accessors */

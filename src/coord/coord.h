@@ -73,6 +73,7 @@ struct ve_coord_stats {
 	uint64_t decide_ns; /* time spent in schedule() */
 	/* Grant mode. */
 	uint64_t ticks, grant_changes, grants_refused, reclaims;
+	uint64_t lends, lend_takes; /* lends in effect, lends taken back (ve_grant_plan.lend) */
 	uint64_t reclaim_ns_p50, reclaim_ns_p99, reclaim_ns_max; /* grant taken -> SMs drained */
 	uint64_t watchdog_binds; /* ops bound by the bind deadline, not the policy */
 };
@@ -137,6 +138,9 @@ int ve_coord_report(struct ve_coord *c, uint32_t client, const struct ve_grant_r
 /* The client's grant: the entry it may bind to (VE_POOL_NONE: none yet) and
  * the generation, bumped whenever the entry changes. */
 int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, uint64_t *gen);
+/* The entry lent to the client for short kernels (VE_POOL_NONE: none); a
+ * change of it bumps the generation above too. */
+uint16_t ve_coord_lend(const struct ve_coord *c, uint32_t client);
 /* Whether the client's grant is shared (it may overlap other shared grants). */
 bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client);
 /* Its grant usage, counted up to now (up to its removal once removed). */

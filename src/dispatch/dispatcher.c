@@ -62,6 +62,7 @@ struct lane_st {
 /* Grant mode, per client. */
 struct gclient {
 	uint16_t entry; /* granted entry (VE_POOL_NONE: none) */
+	uint16_t lend;	/* entry lent for short kernels (VE_POOL_NONE: none; lend_admits) */
 	uint64_t gen;
 	uint32_t want_sms; /* decaying max of what its kernels could use */
 	uint64_t want_ns;  /* when want_sms was last raised or halved */
@@ -298,6 +299,8 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 		d->cfg.poll_ns = 20000;
 	if (!d->cfg.ahead_alone_ns)
 		d->cfg.ahead_alone_ns = 2000000;
+	if (!d->cfg.lend_ns)
+		d->cfg.lend_ns = 400000;
 	if (d->cfg.lanes_per_entry > 256 || d->cfg.copy_lanes > 256)
 		goto einval;
 	d->b = cfg->backend;
@@ -328,7 +331,7 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 		d->ls[i].avg_ns = AVG_INIT_NS;
 	}
 	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
-		d->gc[c].entry = VE_POOL_NONE;
+		d->gc[c].entry = d->gc[c].lend = VE_POOL_NONE;
 	d->deferral = d->b->ops->version >= 2 && d->b->ops->submit_deferred && d->b->ops->flush;
 	d->inf_free = UINT32_MAX;
 	for (uint32_t i = d->cfg.max_inflight; i-- > 0;) {
@@ -420,7 +423,7 @@ int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t cl
 	if (rc)
 		return rc;
 	d->cl[client] = (struct client_slot){.v = v, .flags = flags, .active = true};
-	d->gc[client] = (struct gclient){.entry = VE_POOL_NONE};
+	d->gc[client] = (struct gclient){.entry = VE_POOL_NONE, .lend = VE_POOL_NONE};
 	ve_dispatcher_notify(d);
 	return 0;
 }
@@ -560,6 +563,49 @@ static bool lane_admits(const struct ve_dispatcher *d, const struct lane_st *L, 
 	return L->pred_ns + pred <= bound || (L->inflight == 1 && pred <= bound);
 }
 
+/* A lent entry (ve_grant_plan.lend) takes a kernel predicted to run at most
+ * lend_ns there, while its lane holds at most lend_ns of predicted work:
+ * taking the lend back then waits for that much at most (plus what a
+ * prediction missed). A kernel with no prediction never goes there; it is
+ * timed on the client's own grant first. */
+static bool lend_admits(const struct ve_dispatcher *d, const struct lane_st *L, uint64_t pred)
+{
+	if (!pred || pred > d->cfg.lend_ns)
+		return false;
+	return !L->inflight || (L->inflight < d->cfg.ahead_max && L->pred_ns + pred <= d->cfg.lend_ns);
+}
+
+/* How long a kernel will take on a lent entry, 0 if unknown: as
+ * est_predict, but timed on fewer SMs it is scaled by its waves (blocks
+ * over the SMs' resident blocks), since a lend is wider than the grant the
+ * kernel was timed on and est_predict would keep every kernel off it. A
+ * kernel that does not speed up as its waves say (memory-bound) is
+ * predicted short once, runs longer than the bound once, and is then timed
+ * on the lend (est_learn) and predicted from that. */
+static uint64_t lend_predict(const struct ve_dispatcher *d, const struct ve_desc *desc,
+			     uint16_t entry)
+{
+	if (entry >= d->pool->nentries)
+		return 0;
+	uint32_t sms = d->pool->e[entry].sms;
+	const struct op_est *e = &d->est[est_slot(desc->key)];
+	if (e->key != desc->key || !e->ns || !sms)
+		return 0;
+	if (sms <= e->sms)
+		return est_predict(d, desc->key, sms);
+	uint32_t bps = ve_desc_blocks_per_sm(desc);
+	if (!bps) {
+		uint32_t th = ve_desc_threads(desc);
+		bps = VE_MIN(VE_MAX(th ? 2048 / th : 32, 1u), 32u);
+	}
+	uint64_t blocks = ve_desc_blocks(desc), per = (uint64_t)bps;
+	uint64_t w_then = (blocks + per * e->sms - 1) / (per * e->sms);
+	uint64_t w_now = (blocks + per * sms - 1) / (per * sms);
+	if (!w_then)
+		return e->ns;
+	return e->ns * VE_MAX(w_now, 1ull) / w_then;
+}
+
 /* The prediction for a compute op on an entry, 0 if none. */
 static uint64_t op_predict(const struct ve_dispatcher *d, const struct ve_desc *desc,
 			   uint16_t entry)
@@ -616,7 +662,10 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	 * still queued behind them: a quarter of its room. */
 	bool defer = false;
 	bool charged = L && cls == VE_CLASS_COMPUTE && entry != VE_LANE_COPY_ENTRY;
-	uint64_t pred = charged ? op_predict(d, desc, entry) : 0;
+	uint64_t pred = !charged ? 0
+			: granted && d->grant_mode && entry == d->gc[client].lend
+			    ? lend_predict(d, desc, entry)
+			    : op_predict(d, desc, entry);
 	if (L && d->deferral && d->grant_mode && entry != VE_LANE_COPY_ENTRY) {
 		uint32_t every = VE_MIN(d->cfg.mark_every,
 					VE_MAX(1u, lane_room(d, L, d->gc[client].contended) / 4));
@@ -660,6 +709,9 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		}
 	}
 	if (granted) {
+		d->st.granted++;
+		if (entry == d->gc[client].lend)
+			d->st.lend_binds++;
 		d->gc[client].binds++;
 		d->gc[client].ncompute++;
 		d->ent_inflight[client * d->pool->nentries + entry]++;
@@ -786,6 +838,13 @@ static int bind_local(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t 
 		return 0; /* gone (detached vctx): nothing to run */
 	uint16_t e = g->entry;
 	uint32_t min_sms = ve_desc_min_sms(desc);
+	/* A short kernel goes to the lent entry, if any (more SMs, and they are
+	 * idle otherwise); the rest to the grant. */
+	if (g->lend != VE_POOL_NONE && d->pool->e[g->lend].sms >= min_sms) {
+		uint32_t li = lane_index(d, grant_lane(d, c, stream, g->lend));
+		if (li != NONE32 && lend_admits(d, &d->ls[li], lend_predict(d, desc, g->lend)))
+			e = g->lend;
+	}
 	if (e == VE_POOL_NONE || d->pool->e[e].sms < min_sms) {
 		if (min_sms > g->min_sms)
 			g->min_sms = min_sms;
@@ -883,17 +942,20 @@ static int ready_granted(struct ve_dispatcher *d, uint32_t c, const struct ve_re
  * SMs to someone else only once this client reports them drained. */
 static void grant_refresh(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 {
-	uint16_t e;
+	uint16_t e, l = VE_POOL_NONE;
 	uint64_t gen;
 	struct gclient *g = &d->gc[c];
-	if (L_CALL(d, grant, c, &e, &gen))
+	if (L_CALL(d, grant, c, &e, &l, &gen))
 		return;
 	g->contended = d->link.ops->contended ? L_CALL(d, contended, c) : true;
 	if (gen == g->gen)
 		return;
-	if (g->entry != VE_POOL_NONE && g->entry != e)
+	if (g->entry != VE_POOL_NONE && g->entry != e && g->entry != l)
 		flush_lanes(d, false, g->entry, now);
+	if (g->lend != VE_POOL_NONE && g->lend != l && g->lend != e)
+		flush_lanes(d, false, g->lend, now);
 	g->entry = e;
+	g->lend = l;
 	g->gen = gen;
 	d->st.grant_changes++;
 	if (d->cfg.trace)
@@ -1174,13 +1236,26 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 		 * copy needs no SMs and may still follow its kernel there. */
 		if (!d->cfg.ahead_ns || li == NONE32)
 			return -1;
-		if (compute && entry != d->gc[c].entry)
+		bool lent = entry == d->gc[c].lend && entry != d->gc[c].entry;
+		if (compute && entry != d->gc[c].entry && !lent)
 			return -1;
 		/* The bound is on kernels (it is what a drain waits for); a copy
 		 * rides behind its kernel at once, which also keeps a stream-memory
-		 * write from ever landing behind a wait it must release. */
-		if (compute && !lane_admits(d, &d->ls[li], op_predict(d, desc, (uint16_t)entry),
-					    d->gc[c].contended)) {
+		 * write from ever landing behind a wait it must release. On a lent
+		 * entry only short kernels follow (lend_admits); a longer one
+		 * becomes ready once its predecessor is done and binds to the
+		 * grant (bind_local). */
+		uint64_t pred = !compute ? 0
+				: lent	 ? lend_predict(d, desc, (uint16_t)entry)
+					 : op_predict(d, desc, (uint16_t)entry);
+		if (compute && lent && !lend_admits(d, &d->ls[li], pred)) {
+			if (pred && pred <= d->cfg.lend_ns) {
+				d->st.ahead_full++;
+				return 1; /* short, the lane is full: retry */
+			}
+			return -1;
+		}
+		if (compute && !lent && !lane_admits(d, &d->ls[li], pred, d->gc[c].contended)) {
 			d->st.ahead_full++;
 			return 1;
 		}
@@ -1305,10 +1380,10 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		if (!d->cl[c].active)
 			continue;
 		if (!any) {
-			uint16_t e;
+			uint16_t e, l;
 			uint64_t g;
 			any = true;
-			grant = d->link.ops->grant && L_CALL(d, grant, c, &e, &g) == 0;
+			grant = d->link.ops->grant && L_CALL(d, grant, c, &e, &l, &g) == 0;
 		}
 		if (grant)
 			grant_refresh(d, c, now);

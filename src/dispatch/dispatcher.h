@@ -56,6 +56,11 @@ struct ve_dispatcher_config {
 	uint64_t ahead_alone_ns;  /* the bound while no other client could want the SMs
 				   * (default 2 ms): more ahead, fewer GPU bubbles */
 	uint32_t ahead_max;	  /* default 256 */
+	/* An entry lent to a client for short kernels (ve_grant_plan.lend)
+	 * takes kernels predicted to run at most lend_ns there, up to lend_ns
+	 * of predicted work per lane (default 300 us): what taking it back
+	 * waits for. */
+	uint64_t lend_ns;
 	/* Completion markers: at least every mark_every ops on an entry lane
 	 * (default 16; 1 = after every op); deferred completions of a lane are
 	 * reported at once when a thread waits, when its entry's grant ends,
@@ -103,6 +108,8 @@ struct ve_dispatcher_stats {
 	uint32_t inflight;
 	/* Grant mode. */
 	uint64_t local_binds;	/* ready ops bound to their client's grant here */
+	uint64_t granted;	/* kernels submitted on their client's grant or lend */
+	uint64_t lend_binds;	/* ... of them on an entry lent to their client */
 	uint64_t grant_waits;	/* ops that waited for a (wider) grant */
 	uint64_t grant_changes; /* grant changes seen */
 	uint64_t ahead_full;	/* candidates held back by the lane's bound, retried later */

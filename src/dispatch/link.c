@@ -54,10 +54,11 @@ static uint32_t e_pending(void *c)
 	return ve_coord_view(c)->nready;
 }
 
-static int e_grant(void *c, uint32_t client, uint16_t *entry, uint64_t *gen)
+static int e_grant(void *c, uint32_t client, uint16_t *entry, uint16_t *lend, uint64_t *gen)
 {
 	if (!ve_coord_grant_mode(c))
 		return -EOPNOTSUPP;
+	*lend = ve_coord_lend(c, client);
 	return ve_coord_grant(c, client, entry, gen);
 }
 static int e_report(void *c, uint32_t client, const struct ve_grant_report *r)

@@ -47,12 +47,14 @@ struct ve_link_ops {
 	/* Ready ops the coordinator still holds for this process. */
 	uint32_t (*pending)(void *impl);
 	/* Grant mode (ve_policy.h "Grant mode"). grant: the entry a client may
-	 * bind its own ops to (VE_POOL_NONE: none now) and its generation; 0,
+	 * bind its own ops to (VE_POOL_NONE: none now), the entry lent to it for
+	 * short kernels (ve_grant_plan.lend; VE_POOL_NONE: none) and their
+	 * generation; 0,
 	 * or -EOPNOTSUPP when the coordinator binds op by op (then the members
 	 * above are the way). report: the client's demand and what it still runs
 	 * where. tick: once per dispatcher pass, after the reports (the
 	 * coordinator decides on its own clock; ved ticks by itself). */
-	int (*grant)(void *impl, uint32_t client, uint16_t *entry, uint64_t *gen);
+	int (*grant)(void *impl, uint32_t client, uint16_t *entry, uint16_t *lend, uint64_t *gen);
 	int (*report)(void *impl, uint32_t client, const struct ve_grant_report *r);
 	void (*tick)(void *impl);
 	/* Could another client want this one's SMs soon (it then keeps little

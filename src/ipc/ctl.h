@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #define VE_CTL_MAGIC	   0x43444556u /* bytes 'V' 'E' 'D' 'C' */
-#define VE_CTL_VERSION	   3u /* 2: grant words in the segment; 3: late ops per client */
+#define VE_CTL_VERSION	   4u /* 2: grant words in the segment; 3: late ops per client; 4: lends (grant word, status) */
 #define VE_CTL_MAX_MSG	   65536u /* the largest message either side accepts */
 #define VE_CTL_NAME_MAX	   64
 #define VE_CTL_TEXT_MAX	   256
@@ -181,6 +181,9 @@ struct ve_ctl_client {
 	uint32_t overflow;     /* bindings waiting for room in that ring */
 	uint16_t grant_entry;  /* the entry granted now (grant mode), 0xffff: none */
 	uint16_t granted_sms;  /* SMs it may use now: its grant's, else its leases' */
+	uint16_t lend_entry;   /* the entry lent to it for short kernels, 0xffff: none */
+	uint16_t lent_sms;     /* that entry's SMs (0: none) */
+	uint32_t pad0;
 	uint64_t bindings;
 	uint64_t completions;
 	uint64_t failed; /* failed submissions */
@@ -299,7 +302,7 @@ struct ve_ctl_profile {
 _Static_assert(sizeof(struct ve_ctl_hdr) == 16, "ctl header");
 _Static_assert(sizeof(struct ve_ctl_hello) == 392, "hello");
 _Static_assert(sizeof(struct ve_ctl_entry) == 64, "status entry");
-_Static_assert(sizeof(struct ve_ctl_client) == 168, "status client");
+_Static_assert(sizeof(struct ve_ctl_client) == 176, "status client");
 _Static_assert(sizeof(struct ve_ctl_tev) == 48, "trace event");
 _Static_assert(sizeof(struct ve_ctl_status) + VE_CTL_MAX_ENTRIES * sizeof(struct ve_ctl_entry) +
 		       VE_CTL_MAX_CLIENTS * sizeof(struct ve_ctl_client) <=
@@ -389,8 +392,9 @@ struct ve_ved_words {
 	uint32_t rsvd0[30];
 
 	/* ved -> client, one cache-line pair of its own. grant: the client's
-	 * grant, (generation << 16) | entry (0xffff: none), one word so the two
-	 * never tear; stored with release after the coordinator decided.
+	 * grant, (generation << 32) | (lend << 16) | entry (0xffff: none; lend:
+	 * the entry lent for short kernels, ve_grant_plan.lend; the generation's
+	 * low 32 bits), one word so they never tear; stored with release after the coordinator decided.
 	 * contended: another process is registered (keep little work ahead),
 	 * unless this client settled in a grant it shares with every other
 	 * (ve_coord_share_settled: nothing would be taken back). */

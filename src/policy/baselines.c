@@ -398,6 +398,7 @@ static int chaos_grant(void *priv, const struct ve_policy_view *v,
 	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 		plan->entry[k] = VE_POOL_NONE;
 		plan->share[k] = 0;
+		plan->lend[k] = VE_POOL_NONE;
 		if (v->clients[k].active)
 			order[n++] = k;
 	}
@@ -421,6 +422,29 @@ static int chaos_grant(void *priv, const struct ve_policy_view *v,
 		uint16_t e = cand[v->rand(v) % nc];
 		plan->entry[k] = e;
 		avail &= ~p->e[e].leaves;
+	}
+	/* Random lends too (a third of the granted clients): a wider entry
+	 * over SMs others may be running on, which the coordinator admits
+	 * where no other lend and nothing handed over is, and takes back on
+	 * the next tick that draws another. */
+	uint64_t lent = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = order[i];
+		uint16_t g = plan->entry[k];
+		if (g == VE_POOL_NONE || v->rand(v) % 3)
+			continue;
+		uint16_t cand[VE_POOL_MAX_ENTRIES];
+		uint32_t nc = 0;
+		uint64_t gl = p->e[g].leaves;
+		for (uint32_t e = 0; e < p->nentries; e++)
+			if ((p->e[e].leaves & gl) == gl && p->e[e].leaves != gl &&
+			    !(p->e[e].leaves & ~gl & lent))
+				cand[nc++] = (uint16_t)e;
+		if (!nc)
+			continue;
+		uint16_t e = cand[v->rand(v) % nc];
+		plan->lend[k] = e;
+		lent |= p->e[e].leaves & ~gl;
 	}
 	return 0;
 }

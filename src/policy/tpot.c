@@ -25,7 +25,9 @@
  * batch_min=8, lat_idle_ms=20, standing=1|0 (0: the reservation is held
  * only while its owner is active, see struct tpot), grow=1|0 and
  * grow_hold_ms=50 (growth past the reservation under deadline pressure),
- * adapt=0|1 and adapt_down_ms=5000 (a learned size instead of that growth).
+ * adapt=0|1 and adapt_down_ms=5000 (a learned size instead of that growth),
+ * lend_reserve=0|1 (the idle reservation lent for short kernels), and
+ * lend=1|0 and lend_idle_ms=1 for the embedded plan's lending.
  * An unmodified server sends no deadlines: VE_TPOT_MS in its environment
  * gives its ops step deadlines (src/shim/api.c), or none of this applies.
  */
@@ -78,6 +80,12 @@ struct tpot {
 	 * decoding server starved the rest: ve-sim llm-serving aggregate 0.35,
 	 * 94% TTFT violations). */
 	bool grow_on_pressure;
+	/* The standing reservation of an idle server lent to best-effort
+	 * clients for their short kernels (docs/policies.md, "Lending"): a
+	 * request then runs at once on it beside at most VE_LEND_US of borrowed
+	 * work, instead of on SMs of its own. 0 by default: the reservation is
+	 * what tpot guarantees. */
+	bool lend_reserve;
 	uint64_t grow_hold_ns;
 	uint64_t pressure_until; /* growth allowed until then */
 	/* The learned size (adapt=1; with the default 0 the client grows to its
@@ -126,8 +134,11 @@ static int tpot_kv(const char *k, const char *val, void *arg)
 		t->adapt = d == 1;
 	else if (strcmp(k, "adapt_down_ms") == 0 && d > 0)
 		t->adapt_down_ns = (uint64_t)(d * 1e6);
+	else if (strcmp(k, "lend_reserve") == 0 && (d == 0 || d == 1))
+		t->lend_reserve = d == 1;
 	else if (strcmp(k, "min_gain") == 0 || strcmp(k, "starve_ms") == 0 ||
-		 strcmp(k, "idle_ms") == 0 || strcmp(k, "hysteresis") == 0) {
+		 strcmp(k, "idle_ms") == 0 || strcmp(k, "hysteresis") == 0 ||
+		 strcmp(k, "lend") == 0 || strcmp(k, "lend_idle_ms") == 0) {
 		size_t n = strlen(t->tput_args);
 		snprintf(t->tput_args + n, sizeof(t->tput_args) - n, "%s%s=%s", n ? "," : "", k,
 			 val);
@@ -557,7 +568,7 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 			plan->entry[k] = VE_POOL_NONE; /* one reservation: the first client's */
 		skip[k / 64] |= 1ull << (k % 64);
 	}
-	uint64_t avail = p->all_leaves;
+	uint64_t avail = p->all_leaves, lendable = 0;
 	if (lat >= 0) {
 		const struct ve_client_demand *d = &dem[lat];
 		uint64_t core = p->e[t->standing].leaves;
@@ -614,8 +625,14 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 		plan->share[lat] = 0;
 		if (target != VE_POOL_NONE)
 			avail &= ~p->e[target].leaves;
+		/* lend_reserve: the reservation in effect, its owner idle for
+		 * the lend guard (tput's lend_idle_ms). */
+		if (t->lend_reserve && target == t->standing && d->entry == target && !d->ready &&
+		    !d->inflight && !(d->flags & VE_DEMAND_WAITING) &&
+		    (!d->active_ns || v->now_ns >= d->active_ns + t->tp->lend_idle_ns))
+			lendable = p->e[target].leaves;
 	}
-	return ve__tput_grant(t->tp, v, dem, plan, avail, skip);
+	return ve__tput_grant(t->tp, v, dem, plan, avail, skip, lendable);
 }
 
 const struct ve_policy_ops ve_policy_tpot = {

@@ -45,6 +45,9 @@ struct tput {
 	bool shared;		/* auto: sharing now */
 	uint64_t share_flip_ns; /* auto: since when the test disagrees with 'shared' (0: it agrees) */
 	int alone;	      /* 1: a client alone keeps the widest entry, busy or idle */
+	int lend;	      /* 1: lend SMs held idle or granted to nobody to busy batch
+			       * clients for short kernels (ve_grant_plan.lend) */
+	uint64_t lend_idle_ns; /* ... held by a client idle at least this long */
 	/* Duty weighting: a client busy a smaller share of the time (host
 	 * phases, request gaps) weighs more when SMs are split, so its GPU
 	 * phases end sooner and its host phases overlap the others' work. */
@@ -68,9 +71,12 @@ void ve__tput_plan(struct tput *t, const struct ve_policy_view *v, const uint64_
 int32_t ve__tput_next(struct tput *t, const struct ve_policy_view *v);
 int32_t ve__tput_entry_for(const struct tput *t, uint32_t op);
 /* Grant mode: demand-sized disjoint entries for the active clients whose
- * bit is not set in skip_clients (may be NULL), inside the leaves 'avail'. */
+ * bit is not set in skip_clients (may be NULL), inside the leaves 'avail',
+ * and lends (tput.c, plan_lends) over SMs inside avail held idle or by
+ * nobody, and over 'lendable' (leaves outside avail a caller lends: tpot's
+ * idle reservation with lend_reserve=1). */
 int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 		   const struct ve_client_demand *dem, struct ve_grant_plan *plan, uint64_t avail,
-		   const uint64_t *skip_clients);
+		   const uint64_t *skip_clients, uint64_t lendable);
 
 #endif

@@ -9,7 +9,7 @@ extern char **environ;
 const char *const ve_knobs[] = {
     "VE_DISABLE",     "VE_STRICT",	"VE_DEVICE",	  "VE_POLICY",	     "VE_CLASS",
     "VE_LEAF_SMS",    "VE_POOL_ENTRIES", "VE_LANES",	  "VE_COPY_LANES",   "VE_MAX_OPS",
-    "VE_WINDOW",      "VE_PIPE_BUDGET",	"VE_BIND",	  "VE_TICK_US",	     "VE_AHEAD_US",
+    "VE_WINDOW",      "VE_PIPE_BUDGET",	"VE_BIND",	  "VE_TICK_US",	     "VE_AHEAD_US", "VE_LEND_US",
     "VE_MARK_EVERY",  "VE_SYNC_SPIN_US", "VE_POLL_US", "VE_IDLE_SPIN_US", "VE_WANT", "VE_WATCHDOG_MS", "VE_TRACE",	     "VE_PROFILE",
     "VE_PROFILE_OUT", "VE_LOG_LEVEL",	"VE_LOG_FILE",	  "VE_LIBCUDA",	     "VE_COMPLETION",
     "VE_LIB",	      "VE_DAEMON",	"VE_SOCKET_DIR",  "VE_GRAPHS",	     "VE_PRELOAD",

@@ -160,6 +160,8 @@ static int load_config(struct ve_shim_config *c)
 	c->tick_us = v;
 	bad |= env_u64("VE_AHEAD_US", 150, 0, 1000000, &v);
 	c->ahead_us = v;
+	bad |= env_u64("VE_LEND_US", 400, 1, 1000000, &v);
+	c->lend_us = v;
 	/* Profiling (VE_PROFILE_OUT) wants every op timed by its own marker. */
 	bad |= env_u64("VE_MARK_EVERY", getenv("VE_PROFILE_OUT") ? 1 : 16, 1, 4096, &v);
 	c->mark_every = (uint32_t)v;
@@ -266,6 +268,7 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .window = S->cfg.window,
 						     .pipe_budget = S->cfg.pipe_budget,
 						     .ahead_ns = S->cfg.ahead_us * 1000,
+						     .lend_ns = S->cfg.lend_us * 1000,
 						     .ahead_max = 256,
 						     .mark_every = S->cfg.mark_every,
 						     .poll_ns = S->cfg.poll_us * 1000,

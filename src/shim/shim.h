@@ -43,6 +43,7 @@ struct ve_shim_config {
 	uint32_t per_op;       /* VE_BIND=op: per-op binding (the paper's strict mode) */
 	uint64_t tick_us;      /* VE_TICK_US: grant ticks (embedded coordinator) */
 	uint64_t ahead_us;     /* VE_AHEAD_US: submit-ahead bound per lane (grant mode) */
+	uint64_t lend_us;      /* VE_LEND_US: longest kernel run on lent SMs (grant mode) */
 	uint32_t mark_every;   /* VE_MARK_EVERY: a completion marker every N ops */
 	uint64_t sync_spin_us; /* VE_SYNC_SPIN_US: a waiting thread spins this long first */
 	uint64_t poll_us;      /* VE_POLL_US: dispatcher completion poll interval */

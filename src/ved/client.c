@@ -1053,13 +1053,14 @@ static void l_destroy(void *impl)
  * safe-mode coordinator's. Generations of different sources are kept
  * apart (the registration epoch above bit 40, safe mode in bit 63), so a
  * switch is always seen as a change. */
-static int l_grant(void *impl, uint32_t client, uint16_t *entry, uint64_t *gen)
+static int l_grant(void *impl, uint32_t client, uint16_t *entry, uint16_t *lend, uint64_t *gen)
 {
 	struct ve_remote *r = impl;
 	service(r);
 	if (!r->conn) {
 		if (!ve_coord_grant_mode(r->local))
 			return -EOPNOTSUPP;
+		*lend = ve_coord_lend(r->local, client);
 		int rc = ve_coord_grant(r->local, client, entry, gen);
 		*gen |= 1ull << 63;
 		return rc;
@@ -1069,9 +1070,10 @@ static int l_grant(void *impl, uint32_t client, uint16_t *entry, uint64_t *gen)
 		return -EOPNOTSUPP;
 	/* A (pairs with ved's release store of the grant). */
 	uint64_t g = atomic_load_explicit(&w->grant, memory_order_acquire);
-	uint16_t e = (uint16_t)(g & 0xffff);
+	uint16_t e = (uint16_t)(g & 0xffff), l = (uint16_t)(g >> 16 & 0xffff);
 	*entry = e < r->pool->nentries ? e : VE_POOL_NONE; /* ved's word is input, too */
-	*gen = (r->epoch << 40) + (g >> 16);
+	*lend = l < r->pool->nentries ? l : VE_POOL_NONE;
+	*gen = (r->epoch << 40) + (g >> 32);
 	return 0;
 }
 

@@ -1013,6 +1013,10 @@ static void do_status(struct ved *d, struct vconn *c)
 		uint32_t sms;
 		ved_metrics_client_sms(d->met, id, &o->grant_entry, &sms);
 		o->granted_sms = (uint16_t)(sms < 4096 ? sms : 4096);
+		const struct ve_coord *co = ve_serve_coord(d->srv);
+		o->lend_entry = ve_coord_lend(co, id);
+		const struct ve_pool *lp = ve_serve_pool(d->srv);
+		o->lent_sms = lp && o->lend_entry < lp->nentries ? (uint16_t)lp->e[o->lend_entry].sms : 0;
 	}
 	size_t len = sizeof(*m) + m->nentries * sizeof(*e) + m->nclients * sizeof(*cl);
 	ve_ctl_hdr_init(&m->h, VE_CTL_STATUS, (uint32_t)len);
@@ -1405,10 +1409,11 @@ static void log_grant_stats(struct ved *d)
 	struct ve_coord_stats st;
 	ve_coord_stats(ve_serve_coord(d->srv), &st);
 	VE_INFO("ved: grants: %llu ticks, %llu changes, %llu reclaims, reclaim_us p50 %.1f p99 "
-		"%.1f max %.1f",
+		"%.1f max %.1f; %llu lends, %llu taken back",
 		(unsigned long long)st.ticks, (unsigned long long)st.grant_changes,
 		(unsigned long long)st.reclaims, (double)st.reclaim_ns_p50 / 1e3,
-		(double)st.reclaim_ns_p99 / 1e3, (double)st.reclaim_ns_max / 1e3);
+		(double)st.reclaim_ns_p99 / 1e3, (double)st.reclaim_ns_max / 1e3,
+		(unsigned long long)st.lends, (unsigned long long)st.lend_takes);
 }
 
 static void shutdown_clients(struct ved *d)
@@ -1486,7 +1491,16 @@ static int grants(struct ved *d, uint64_t now)
 		r.demand.entry = (uint16_t)atomic_load_explicit(&w->entry, memory_order_acquire);
 		r.demand.active_ns = atomic_load_explicit(&w->active_ns, memory_order_acquire);
 		r.demand.deadline_ns = atomic_load_explicit(&w->deadline_ns, memory_order_acquire);
-		r.ack_gen = atomic_load_explicit(&w->ack_gen, memory_order_acquire);
+		/* The grant word carries the low 32 bits of the generation:
+		 * the acknowledged one is the latest with those bits (it is
+		 * never ahead of the coordinator's). */
+		uint64_t ack32 = atomic_load_explicit(&w->ack_gen, memory_order_acquire) & 0xffffffffull;
+		{
+			uint16_t e0;
+			uint64_t gnow = 0;
+			ve_coord_grant(co, id, &e0, &gnow);
+			r.ack_gen = gnow - ((gnow - ack32) & 0xffffffffull);
+		}
 		r.busy_leaves = atomic_load_explicit(&w->busy_leaves, memory_order_acquire);
 		uint32_t op_us = atomic_load_explicit(&w->op_us, memory_order_acquire);
 		r.demand.op_us = (uint16_t)(op_us > 65535 ? 65535 : op_us);
@@ -1518,7 +1532,7 @@ static int grants(struct ved *d, uint64_t now)
 		uint16_t e;
 		uint64_t gen;
 		ve_coord_grant(co, id, &e, &gen);
-		uint64_t word = (gen << 16) | e;
+		uint64_t word = (gen << 32) | ((uint64_t)ve_coord_lend(co, id) << 16) | e;
 		if (word != c->grant_pub) {
 			/* R (pairs with the client's acquire load). */
 			atomic_store_explicit(&c->w->grant, word, memory_order_seq_cst);

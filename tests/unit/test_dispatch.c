@@ -87,6 +87,7 @@ static const char *const all_policies[] = {"chaos", "tput", "tpot", "fixed", "wh
 struct opst {
 	uint8_t nsub, nstart, nend, ncomp, nhost, nbind;
 	bool shared;
+	bool lent; /* grant mode: submitted on an entry lent to its client, not its grant */
 	int32_t status;
 	uint32_t entry, lane;
 	uint64_t bind_seq, cookie;
@@ -142,6 +143,7 @@ struct run {
 	int nrn;
 	/* coverage */
 	uint64_t kernels, shared_overlaps, max_conc, wide_bindings, faults_seen, queries;
+	uint64_t lent_overlaps; /* a kernel on lent SMs beside the lender's */
 	bool failed;
 	char err[1024];
 };
@@ -151,7 +153,7 @@ static struct run g_run;
 static struct {
 	uint64_t runs, ops, kernels, shared_overlaps, max_conc, wide, submit_faults, coord_failed,
 	    queries, exec_faults, detaches, dropped, never_run, gate_closes, reservations,
-	    pipelined, local_binds, grant_changes, deferred;
+	    pipelined, local_binds, grant_changes, deferred, lend_binds, lent_overlaps;
 } g_tot;
 
 #define rnd wl_rnd
@@ -341,13 +343,16 @@ static void on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 		 * has it (the dispatcher read it at the start of this pass; grants
 		 * change at the tick that ends a pass). A copy may still follow its
 		 * kernel on an entry whose grant ended: it needs no SMs. */
-		uint16_t ge;
+		uint16_t ge, gl = ve_coord_lend(r->co, client);
 		uint64_t gen;
 		ve_coord_grant(r->co, client, &ge, &gen);
-		if (ge != o->entry)
-			fail_run(r, "client %d op%d (%s) submitted on entry %u, its grant is %d",
+		if (ge != o->entry && gl != o->entry)
+			fail_run(r,
+				 "client %d op%d (%s) submitted on entry %u, its grant is %d, its "
+				 "lend %d",
 				 cl->id, op, ve_op_kind_name(d->kind), o->entry,
-				 ge == VE_POOL_NONE ? -1 : (int)ge);
+				 ge == VE_POOL_NONE ? -1 : (int)ge, gl == VE_POOL_NONE ? -1 : (int)gl);
+		o->lent = o->entry == gl && gl != ge;
 		uint32_t need = cl->p.wk[op] == W_COOP ? wl_cshapes[cl->p.shp[op]].min_sms : 1;
 		if (compute && r->pool->e[o->entry].sms < need)
 			fail_run(r, "client %d op%d needs %u SMs, submitted on entry %u of %u",
@@ -505,12 +510,22 @@ static void on_event(void *arg, const struct ve_sim_event *ev)
 				bool both = (ve_coord_grant_shared(r->co, (uint32_t)q->client) &&
 					     ve_coord_grant_shared(r->co, (uint32_t)cl->id)) ||
 					    (qo->shared && o->shared);
-				if (q->client != cl->id && !both)
+				/* Lent SMs run the borrower's short kernels beside the
+				 * lender's (one of the two lent, never both: lends of
+				 * different clients never overlap). */
+				bool lend = q->client != cl->id && (qo->lent != o->lent);
+				if (q->client != cl->id && qo->lent && o->lent)
+					fail_run(r,
+						 "client %d op%d (entry %u) and client %d op%d "
+						 "(entry %u), both on lent SMs, run on a common SM",
+						 cl->id, op, o->entry, q->client, q->op, q->entry);
+				r->lent_overlaps += lend && !both;
+				if (q->client != cl->id && !both && !lend)
 					fail_run(r,
 						 "client %d op%d (entry %u) and client %d op%d "
 						 "(entry %u) of different grants run on a common SM",
 						 cl->id, op, o->entry, q->client, q->op, q->entry);
-				if (q->client != cl->id)
+				if (q->client != cl->id && !lend)
 					r->shared_overlaps++;
 				continue;
 			}
@@ -881,6 +896,7 @@ static void final_checks(struct run *r)
 		fail_run(r, "pipelined with window 0");
 	g_tot.pipelined += ds.pipelined;
 	g_tot.local_binds += ds.local_binds;
+	g_tot.lend_binds += ds.lend_binds;
 	g_tot.grant_changes += cs.grant_changes;
 	g_tot.deferred += ds.deferred;
 	if (r->o.grant && (cs.bindings || cs.pipelined))
@@ -970,6 +986,7 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 								      ? 1 + rnd(&rng, 300000)
 								      : 0,
 						      .ahead_max = 1 + rnd(&rng, 64),
+						      .lend_ns = 1 + rnd(&rng, 2000000),
 						      .mark_every = 1 + rnd(&rng, 16),
 						      .idle_flush_ns = 1 + rnd(&rng, 50000),
 						      .host_inline = true,
@@ -1033,6 +1050,7 @@ static bool run_one(const char *test, const char *policy, uint64_t seed, const s
 	g_tot.kernels += r->kernels;
 	g_tot.queries += r->queries;
 	g_tot.shared_overlaps += r->shared_overlaps;
+	g_tot.lent_overlaps += r->lent_overlaps;
 	g_tot.wide += r->wide_bindings;
 	if (r->max_conc > g_tot.max_conc)
 		g_tot.max_conc = r->max_conc;
@@ -1077,7 +1095,8 @@ static void run_all(const char *test, uint64_t base, const char *const *pols, in
 	       ", %llu exclusive bindings wider than a leaf, up to %llu kernels at once, "
 	       "%llu injected submit failures (%llu of bindings), %llu execution faults, %llu "
 	       "detaches (%llu ready ops dropped, %llu ops never ran), %llu queries, %llu "
-	       "reservations, %llu gates closed by plans, %llu pipelined\n",
+	       "reservations, %llu gates closed by plans, %llu pipelined, %llu kernels on lent "
+	       "SMs (%llu beside the lender's)\n",
 	       test, (unsigned long long)g_tot.runs, (unsigned long long)g_tot.ops,
 	       (unsigned long long)g_tot.kernels, (unsigned long long)g_tot.shared_overlaps,
 	       (unsigned long long)g_tot.wide, (unsigned long long)g_tot.max_conc,
@@ -1085,7 +1104,8 @@ static void run_all(const char *test, uint64_t base, const char *const *pols, in
 	       (unsigned long long)g_tot.exec_faults, (unsigned long long)g_tot.detaches,
 	       (unsigned long long)g_tot.dropped, (unsigned long long)g_tot.never_run,
 	       (unsigned long long)g_tot.queries, (unsigned long long)g_tot.reservations,
-	       (unsigned long long)g_tot.gate_closes, (unsigned long long)g_tot.pipelined);
+	       (unsigned long long)g_tot.gate_closes, (unsigned long long)g_tot.pipelined,
+	       (unsigned long long)g_tot.lend_binds, (unsigned long long)g_tot.lent_overlaps);
 	VE_CHECK_MSG(failures == 0, "%d run(s) failed, see above", failures);
 }
 
@@ -1204,6 +1224,7 @@ VE_TEST(dispatch_grant)
 {
 	run_all("dispatch_grant", 0x96a7, all_policies, NPOL, (struct opts){0}, tweak_grant);
 	VE_CHECK(g_tot.local_binds > 0);
+	VE_CHECK(g_tot.lend_binds > 0); /* tput and tpot lend idle SMs */
 	VE_CHECK(g_tot.grant_changes > 0);
 	VE_CHECK(g_tot.pipelined > 0);
 	VE_CHECK(g_tot.deferred > 0);
@@ -1414,6 +1435,99 @@ static void rk_run(const char *policy, uint32_t nleaves, int lead, int iters,
 	for (int c = 0; c < 2; c++)
 		ve_vctx_destroy(v[c]);
 	b->ops->destroy(b);
+}
+
+/* Lending, end to end on the sim: client 1 runs a few short kernels and
+ * goes idle holding its grant; client 0 runs [2 long, 10 short] kernels.
+ * Its short kernels (7 us) run on the lent entry, its long ones (3 ms on
+ * the whole GPU, more than the lend bound) only on its own grant: taking
+ * the lend back never waits for a long kernel. */
+struct lend_watch {
+	struct ve_runtime *rt;
+	uint32_t short_lent, long_lent, short_own, long_own;
+};
+
+static void lend_on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
+			   const struct ve_desc *desc)
+{
+	struct lend_watch *w = arg;
+	(void)tok;
+	if (client != 0 || desc->kind != VE_OP_KERNEL || !w->rt)
+		return;
+	struct ve_coord *co = ve_runtime_coord(w->rt);
+	uint16_t ge, gl = ve_coord_lend(co, 0);
+	uint64_t gen;
+	ve_coord_grant(co, 0, &ge, &gen);
+	bool lent = VE_LANE_ENTRY(lane) == gl && gl != ge;
+	bool lng = desc->u.k.fn == RK_LONG;
+	*(lng ? (lent ? &w->long_lent : &w->long_own) : (lent ? &w->short_lent : &w->short_own)) +=
+	    1;
+}
+
+VE_TEST(grant_lend_runs_short_kernels_only)
+{
+	for (int variant = 0; variant < 2; variant++) {
+		struct ve_sim_config sc;
+		ve_sim_config_default(&sc);
+		sc.seed = 5;
+		sc.kernel_model = rk_model;
+		struct ve_backend *b;
+		VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
+		char err[512] = "";
+		struct lend_watch w = {0};
+		struct ve_runtime_config rcfg = {.daemon = "0",
+						 .policy = variant ? "tput:lend=0" : "tput",
+						 .max_clients = 2,
+						 .dispatch = {.host_inline = true,
+							      .ahead_ns = 150000,
+							      .ahead_max = 256,
+							      .lend_ns = 400000,
+							      .on_submit = lend_on_submit,
+							      .observer_arg = &w}};
+		struct ve_runtime *rt;
+		VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+		w.rt = rt;
+		struct ve_vctx *v[2];
+		ve_stream s[2];
+		for (int c = 0; c < 2; c++) {
+			struct ve_vctx_config vc = {.client_id = (uint32_t)c, .max_ops = 8192};
+			VE_CHECK_EQ(ve_vctx_create(&vc, &v[c]), 0);
+			VE_CHECK_EQ(ve_runtime_attach(rt, v[c], (uint32_t)c, c ? VE_READY_LATENCY : 0),
+				    0);
+			VE_CHECK_EQ(ve_vctx_stream_create(v[c], VE_STREAM_NON_BLOCKING, 0, &s[c]), 0);
+		}
+		struct ve_desc lk, sk;
+		rk_kernel(&lk, RK_LONG);
+		rk_kernel(&sk, RK_SHORT);
+		for (int i = 0; i < 30; i++)
+			VE_CHECK_EQ(ve_vctx_submit(v[1], s[1], &sk, 0, NULL), 0);
+		for (int i = 0; i < 40; i++) {
+			VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
+			VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
+			for (int j = 0; j < 10; j++)
+				VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &sk, 0, NULL), 0);
+		}
+		sim_drive_until_done(ve_runtime_dispatcher(rt), b, v, 2);
+		for (int c = 0; c < 2; c++)
+			VE_CHECK_EQ(ve_vctx_ctx_query(v[c]), 0);
+		struct ve_coord_stats cs;
+		ve_coord_stats(ve_runtime_coord(rt), &cs);
+		printf("# %s: client 0 short kernels %u lent / %u own, long %u lent / %u own; %llu "
+		       "lends, %llu taken back; done at %.1f ms\n",
+		       rcfg.policy, w.short_lent, w.short_own, w.long_lent, w.long_own,
+		       (unsigned long long)cs.lends, (unsigned long long)cs.lend_takes,
+		       ve_sim_now(b) / 1e6);
+		VE_CHECK_EQ(w.long_lent, 0);
+		if (variant)
+			VE_CHECK_EQ(w.short_lent, 0);
+		else
+			VE_CHECK(w.short_lent > 0 && cs.lends > 0);
+		w.rt = NULL;
+		ve_runtime_destroy(rt);
+		for (int c = 0; c < 2; c++)
+			ve_vctx_destroy(v[c]);
+		b->ops->destroy(b);
+	}
 }
 
 /* What a client asks for per launch (VE_WANT): fill = its blocks over the

@@ -232,6 +232,7 @@ static void plan_clear(struct ve_grant_plan *plan)
 	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++) {
 		plan->entry[k] = VE_POOL_NONE;
 		plan->share[k] = 0;
+		plan->lend[k] = VE_POOL_NONE;
 	}
 }
 
@@ -421,6 +422,58 @@ static void knob_refused(const char *policy, const char *args)
 	void *priv = NULL;
 	VE_CHECK_EQ(ve_policy_builtin(policy)->init(args, ve_coord_view(c), &priv), -EINVAL);
 	ve_coord_destroy(c);
+}
+
+/* tpot's standing reservation is lent to the training's short kernels only
+ * with lend_reserve=1, only while the server has been idle lend_idle_ms,
+ * and not while it has work. */
+VE_TEST(tpot_grant_lends_the_idle_reservation_only_with_lend_reserve)
+{
+	for (int a = 0; a < 2; a++) {
+		struct grant_fix f;
+		grant_fix_init(&f, "tpot", a ? "lend_reserve=1" : "");
+		f.v.now_ns = 100000000;
+		f.dem[0] = (struct ve_client_demand){.ready = 4, .inflight = 8, .want_sms = 132,
+						     .active_ns = f.v.now_ns,
+						     .entry = VE_POOL_NONE,
+						     .flags = VE_DEMAND_WAITING};
+		f.dem[1] = (struct ve_client_demand){.want_sms = 132, .entry = VE_POOL_NONE,
+						     .flags = VE_DEMAND_LATENCY};
+		grant_fix_round(&f);
+		uint16_t res = f.plan.entry[1], own = f.plan.entry[0];
+		VE_CHECK(res != VE_POOL_NONE && own != VE_POOL_NONE);
+		uint64_t rl = f.p->e[res].leaves;
+		/* Both in effect; the server idle since long ago. */
+		f.dem[0].entry = own;
+		f.dem[0].flags = 0;
+		f.dem[1].entry = res;
+		f.v.now_ns += 10000000;
+		f.dem[0].active_ns = f.v.now_ns;
+		grant_fix_round(&f);
+		VE_CHECK_EQ(f.plan.entry[1], res);
+		VE_CHECK_EQ(f.plan.lend[1], VE_POOL_NONE);
+		uint16_t l0 = f.plan.lend[0];
+		if (a) {
+			VE_CHECK(l0 != VE_POOL_NONE);
+			VE_CHECK_EQ(f.p->e[l0].leaves & rl, rl);
+			VE_CHECK_EQ(f.p->e[l0].leaves & f.p->e[own].leaves, f.p->e[own].leaves);
+		} else {
+			VE_CHECK(l0 == VE_POOL_NONE || !(f.p->e[l0].leaves & rl));
+		}
+		/* Work for the server 0.5 ms after its last: no lend of the reservation. */
+		f.dem[1].active_ns = f.v.now_ns - 500000;
+		grant_fix_round(&f);
+		l0 = f.plan.lend[0];
+		VE_CHECK(l0 == VE_POOL_NONE || !(f.p->e[l0].leaves & rl));
+		f.dem[1].active_ns = f.v.now_ns;
+		f.dem[1].ready = 1;
+		grant_fix_round(&f);
+		l0 = f.plan.lend[0];
+		VE_CHECK(l0 == VE_POOL_NONE || !(f.p->e[l0].leaves & rl));
+		grant_fix_fini(&f);
+	}
+	knob_refused("tpot", "lend_reserve=2");
+	knob_refused("tput", "lend=2");
 }
 
 /* A bad policy argument is refused with its name, wherever it is in the
@@ -1451,6 +1504,106 @@ VE_TEST(grant_shared_settled_is_not_contended)
 /* What each client was granted over time (ved logs it when a client
  * leaves; benchmarks read it): SM-time, time granted, time shared, counted
  * at every change of its grant and up to now, frozen at its removal. */
+/* Client k reports its demand; its dispatcher has seen the current grant
+ * (and lend) and has work on 'busy'. */
+static void lend_report(struct ve_coord *c, uint32_t k, uint32_t ready, uint32_t inflight,
+			uint64_t active_ns, uint64_t busy)
+{
+	uint16_t e = VE_POOL_NONE;
+	uint64_t gen = 0;
+	VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+	struct ve_grant_report r = {.ack_gen = gen, .busy_leaves = busy};
+	r.demand = (struct ve_client_demand){.ready = ready, .inflight = inflight, .want_sms = 132,
+					     .active_ns = active_ns, .entry = e, .op_us = 50};
+	if (ready && e == VE_POOL_NONE)
+		r.demand.flags |= VE_DEMAND_WAITING;
+	VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
+}
+
+/* Lending (ve_grant_plan.lend): SMs a latency client holds and has not used
+ * for lend_idle_ms run the batch client's short kernels. The lender keeps
+ * its grant throughout, so work it gets runs at once; the lend is taken back
+ * at the next tick (urgent: the lender's report asks for it), and the take
+ * is timed until the borrower reports those SMs free. lend=0 never lends. */
+VE_TEST(grant_lend_idle_sms_taken_back_when_the_lender_has_work)
+{
+	for (int variant = 0; variant < 2; variant++) {
+		struct ve_coord *c = mk_coord(variant ? "tput:lend=0" : "tput", false, false);
+		const struct ve_pool *p = ve_coord_pool(c);
+		VE_CHECK_EQ(ve_coord_client_add(c, 0, 0), 0);
+		VE_CHECK_EQ(ve_coord_client_add(c, 1, VE_READY_LATENCY), 0);
+		uint64_t now = 1000000;
+		/* Both busy: two disjoint grants. */
+		for (int i = 0; i < 20; i++) {
+			ve_coord_set_now(c, now);
+			lend_report(c, 0, 4, 4, now, granted_leaves(c, 0));
+			lend_report(c, 1, 2, 2, now, granted_leaves(c, 1));
+			ve_coord_tick(c, true);
+			now += 200000;
+		}
+		uint64_t l0 = granted_leaves(c, 0), l1 = granted_leaves(c, 1);
+		VE_CHECK(l0 && l1 && !(l0 & l1));
+		VE_CHECK_EQ(ve_coord_lend(c, 0), VE_POOL_NONE);
+		/* The server goes idle; half a millisecond later nothing is lent
+		 * (its gaps between kernels must not lend its SMs out). */
+		uint64_t idle_from = now;
+		lend_report(c, 1, 0, 0, idle_from, 0);
+		now += 500000;
+		ve_coord_set_now(c, now);
+		lend_report(c, 0, 4, 4, now, l0);
+		ve_coord_tick(c, true);
+		VE_CHECK_EQ(ve_coord_lend(c, 0), VE_POOL_NONE);
+		/* Idle for 2 ms: its SMs are lent to the batch client, which keeps
+		 * its own grant; the server keeps its grant too. */
+		now += 1500000;
+		ve_coord_set_now(c, now);
+		lend_report(c, 0, 4, 4, now, l0);
+		lend_report(c, 1, 0, 0, idle_from, 0);
+		ve_coord_tick(c, true);
+		uint16_t lend = ve_coord_lend(c, 0);
+		VE_CHECK_EQ(granted_leaves(c, 0), l0);
+		VE_CHECK_EQ(granted_leaves(c, 1), l1);
+		if (variant) {
+			VE_CHECK_EQ(lend, VE_POOL_NONE);
+			ve_coord_destroy(c);
+			continue;
+		}
+		VE_CHECK(lend != VE_POOL_NONE);
+		uint64_t ll = p->e[lend].leaves;
+		VE_CHECK_EQ(ll & l0, l0);
+		VE_CHECK(ll & l1); /* the server's SMs */
+		struct ve_coord_stats st0;
+		ve_coord_stats(c, &st0);
+		VE_CHECK_EQ(st0.lends, 1);
+		/* The borrower runs short kernels there. */
+		lend_report(c, 0, 4, 8, now, ll);
+		/* A request: the server's report makes the next tick urgent, and
+		 * that tick takes the lend back; the server's grant never moved. */
+		now += 100000;
+		ve_coord_set_now(c, now);
+		lend_report(c, 1, 1, 0, now, 0);
+		ve_coord_tick(c, false);
+		VE_CHECK_EQ(ve_coord_lend(c, 0), VE_POOL_NONE);
+		VE_CHECK_EQ(granted_leaves(c, 1), l1);
+		VE_CHECK_EQ(granted_leaves(c, 0), l0);
+		struct ve_coord_stats st;
+		ve_coord_stats(c, &st);
+		VE_CHECK_EQ(st.lend_takes, 1);
+		/* Its short kernels there finish 300 us later: one reclaim of 300 us. */
+		lend_report(c, 0, 4, 8, now, ll);
+		now += 300000;
+		ve_coord_set_now(c, now);
+		lend_report(c, 0, 4, 4, now, l0);
+		ve_coord_stats(c, &st);
+		VE_CHECK_EQ(st.reclaims, st0.reclaims + 1);
+		VE_CHECK(st.reclaim_ns_max >= 300000);
+		/* Lent again only after the server is idle a while again. */
+		ve_coord_tick(c, true);
+		VE_CHECK_EQ(ve_coord_lend(c, 0), VE_POOL_NONE);
+		ve_coord_destroy(c);
+	}
+}
+
 VE_TEST(grant_usage_counts_sm_time_per_client)
 {
 	struct ve_coord *c = mk_coord("fixed:leaves=8/8", false, false);
@@ -2213,7 +2366,7 @@ VE_TEST(external_policy_so_loads_and_wrong_abi_is_refused)
 	VE_CHECK_EQ(ve_policy_resolve(g_so[1], &ops, &args, &h, err, sizeof(err)), -EPROTO);
 	VE_CHECK(h == NULL);
 	VE_CHECK_MSG(strstr(err, "built for policy ABI version 99") &&
-			 strstr(err, "speaks version 2") && strstr(err, "rebuild it"),
+			 strstr(err, "speaks version 3") && strstr(err, "rebuild it"),
 		     "message: %s", err);
 	cfg.policy = g_so[1];
 	VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), -EPROTO);
