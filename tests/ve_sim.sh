@@ -30,13 +30,17 @@
 #                          default is grant, --bind other is refused
 #   sim_deadlines          'deadlines step' (serve-graphs) is recorded in the JSON, the
 #                          default is prorata, 'deadlines other' is refused with a reason
+#   sim_lend               train-infer under tput lends the service's idle SMs (lends,
+#                          a share of kernels on lent SMs, the grants line) and
+#                          tput:lend=0 does not; ahead_us/lend_us are the runtime's
+#                          defaults in the JSON, --lend-us and lend_us set it, 0 is refused
 #   tests/ve_sim.sh ROOT BUILD
 # Needs python3 to read the JSON (skips without it).
 set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
-     oracle_slo sim_bind_mode sim_deadlines"
+     oracle_slo sim_bind_mode sim_deadlines sim_lend"
 sim=$build/ve-sim
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
 	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
@@ -323,5 +327,27 @@ if run "$sg" --horizon-ms 800 --policies "$pol" --json "$tmp/sg.json" >/dev/null
 	ok sim_deadlines
 else
 	fail sim_deadlines "$(head -c 300 "$tmp/sgbad.err" 2>/dev/null) $(pyerr)"
+fi
+
+# ---- lending (docs/policies.md, "Lending")
+ti=$root/scenarios/train-infer.txt
+printf 'lend_us 250\n' | cat "$ti" - >"$tmp/ti-lend.txt"
+printf 'lend_us 0\n' | cat "$ti" - >"$tmp/ti-bad.txt"
+if run "$ti" --horizon-ms 600 --policies tput,tput:lend=0 --json "$tmp/ti.json" >"$tmp/ti.out" \
+	2>&1 && check "$tmp/ti.json" 'd["ahead_us"] == 150 and d["lend_us"] == 400' \
+		'pol["tput"]["lends"]["mean"] > 0 and pol["tput"]["lent_kernel_share"]["mean"] > 0' \
+		'pol["tput:lend=0"]["lends"]["mean"] == 0 and pol["tput:lend=0"]["lent_kernel_share"]["mean"] == 0' \
+		'pol["tput"]["sim_reclaim_us_p99"]["mean"] > 0' &&
+	grep -q 'grants .*reclaim p99 .* lends, .*% of kernels on lent SMs' "$tmp/ti.out" &&
+	run "$tmp/ti-lend.txt" --horizon-ms 50 --policies tput --json "$tmp/til.json" --quiet \
+		>/dev/null 2>&1 && check "$tmp/til.json" 'd["lend_us"] == 250' &&
+	run "$ti" --horizon-ms 50 --policies tput --lend-us 300 --ahead-us 0 --json "$tmp/tio.json" \
+		--quiet >/dev/null 2>&1 && check "$tmp/tio.json" 'd["lend_us"] == 300 and d["ahead_us"] == 0' &&
+	{ run "$tmp/ti-bad.txt" --horizon-ms 10 >/dev/null 2>"$tmp/tibad.err"; [ $? = 2 ]; } &&
+	grep -q 'lend_us needs 1..1000000' "$tmp/tibad.err" &&
+	{ run "$ti" --lend-us 0 --horizon-ms 10 >/dev/null 2>&1; [ $? = 2 ]; }; then
+	ok sim_lend
+else
+	fail sim_lend "$(tail -c 300 "$tmp/ti.out" 2>/dev/null) $(pyerr)"
 fi
 summary

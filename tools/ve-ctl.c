@@ -593,12 +593,13 @@ static int cmd_clients(int fd)
 			json_str(stdout, c[i].name);
 			printf(",\"class\":\"%s\",\"grant_entry\":%d,\"sms\":%u,\"leases\":%u,"
 			       "\"ready\":%u,\"bound\":%u,\"bindings\":%llu,\"completions\":%llu,"
-			       "\"ops_per_s\":%.1f,\"late\":%llu}",
+			       "\"ops_per_s\":%.1f,\"late\":%llu,\"lend_entry\":%d,\"lent_sms\":%u}",
 			       (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch",
 			       c[i].grant_entry == 0xffff ? -1 : (int)c[i].grant_entry,
 			       c[i].granted_sms, leases, c[i].ready, c[i].bound,
 			       (unsigned long long)c[i].bindings, (unsigned long long)c[i].completions,
-			       c[i].ops_per_s, (unsigned long long)c[i].late);
+			       c[i].ops_per_s, (unsigned long long)c[i].late,
+			       c[i].lend_entry == 0xffff ? -1 : (int)c[i].lend_entry, c[i].lent_sms);
 		}
 		printf("]}\n");
 		return 0;
@@ -607,9 +608,9 @@ static int cmd_clients(int fd)
 	       (m->h.flags & VE_CTL_F_DRAINING) ? " (draining: no new client is admitted)" : "");
 	if (!m->nclients)
 		return 0;
-	printf("  %3s %8s %-10s %-16s %-7s %6s %5s %6s %6s %6s %10s %10s %8s\n", "id", "pid",
-	       "user", "name", "class", "grant", "SMs", "leases", "ready", "bound", "bindings",
-	       "ops/s", "late");
+	printf("  %3s %8s %-10s %-16s %-7s %6s %5s %9s %6s %6s %6s %10s %10s %8s\n", "id", "pid",
+	       "user", "name", "class", "grant", "SMs", "lend", "leases", "ready", "bound",
+	       "bindings", "ops/s", "late");
 	for (uint32_t i = 0; i < m->nclients; i++) {
 		uint32_t leases = 0;
 		for (uint32_t k = 0; k < m->nentries; k++)
@@ -619,10 +620,16 @@ static int cmd_clients(int fd)
 			snprintf(g, sizeof(g), "-");
 		else
 			snprintf(g, sizeof(g), "%u", c[i].grant_entry);
-		printf("  %3d %8d %-10.10s %-16.16s %-7s %6s %5u %6u %6u %6u %10llu %10.0f %8llu\n",
+		/* A lend: its entry and SMs (kernels up to VE_LEND_US go there). */
+		char l[24];
+		if (c[i].lend_entry == 0xffff)
+			snprintf(l, sizeof(l), "-");
+		else
+			snprintf(l, sizeof(l), "%u/%u", c[i].lend_entry, c[i].lent_sms);
+		printf("  %3d %8d %-10.10s %-16.16s %-7s %6s %5u %9s %6u %6u %6u %10llu %10.0f %8llu\n",
 		       c[i].id, c[i].pid, user_name(c[i].uid, u, sizeof(u)), c[i].name,
 		       (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch", g,
-		       c[i].granted_sms, leases, c[i].ready, c[i].bound,
+		       c[i].granted_sms, l, leases, c[i].ready, c[i].bound,
 		       (unsigned long long)c[i].bindings, c[i].ops_per_s,
 		       (unsigned long long)c[i].late);
 	}

@@ -18,6 +18,7 @@
  * upper bound (docs/ve-sim.md, "Oracle").
  */
 #include "backend/sim.h"
+#include "coord/coord.h"
 #include "core/vctx.h"
 #include "dispatch/trace.h"
 #include "pool/pool.h"
@@ -113,6 +114,8 @@ struct scenario {
 	char policies[256]; /* default --policies for this scenario */
 	uint32_t window;    /* pipelining window K (docs/architecture.md, "Dispatch") */
 	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
+	uint32_t ahead_us;    /* grant mode: submit-ahead bound, as VE_AHEAD_US (0: ready ops only) */
+	uint32_t lend_us;     /* grant mode: lend bound, as VE_LEND_US */
 	bool per_op;	      /* bind op by op (VE_BIND=op) instead of grant mode */
 	bool step_deadlines;  /* decode ops due at the step's end (VE_TPOT_MS), not pro rata */
 };
@@ -221,6 +224,8 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 	s->launch_us = 4;
 	s->window = 2;
 	s->pipe_budget = 0;
+	s->ahead_us = 150; /* the runtime's defaults (VE_AHEAD_US, VE_LEND_US) */
+	s->lend_us = 400;
 	char *buf = strdup(text);
 	if (!buf)
 		return -ENOMEM;
@@ -258,6 +263,16 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (!v)
 				{ rc = die_line(src, line, "policies needs a comma-separated list", NULL); break; }
 			snprintf(s->policies, sizeof(s->policies), "%s", v);
+		} else if (strcmp(t, "ahead_us") == 0 || strcmp(t, "lend_us") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			uint64_t n;
+			bool lend = t[0] == 'l';
+			if (!v || ve__parse_u64(v, &n) || n > 1000000 || (lend && n == 0))
+				{ rc = die_line(src, line, lend ? "lend_us needs 1..1000000" : "ahead_us needs 0..1000000", v); break; }
+			if (lend)
+				s->lend_us = (uint32_t)n;
+			else
+				s->ahead_us = (uint32_t)n;
 		} else if (strcmp(t, "pipe_budget") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			uint64_t n;
@@ -609,6 +624,9 @@ struct run_result {
 	double util, bw_util;
 	uint64_t bindings, ops;
 	double decide_us_per_binding;
+	/* Grant mode: SMs taken back -> free (the coordinator's reclaims),
+	 * lends in effect and the share of kernels run on lent SMs. */
+	double reclaim_p99_us, reclaim_max_us, lends, lent_share;
 };
 
 /* Progress guarantee: a run stops with an error instead of spinning when
@@ -951,7 +969,9 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 				       .trace = trace_path != NULL,
 				       .dispatch = {.host_inline = true,
 						    .window = sc->window,
-						    .pipe_budget = sc->pipe_budget}};
+						    .pipe_budget = sc->pipe_budget,
+						    .ahead_ns = (uint64_t)sc->ahead_us * 1000,
+						    .lend_ns = (uint64_t)sc->lend_us * 1000}};
 	rc = ve_runtime_create(&rcfg, x.b, &x.rt, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "ve-sim: policy %s: %s\n", policy, err);
@@ -1086,6 +1106,17 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	struct ve_runtime_stats rs;
 	ve_runtime_stats(x.rt, &rs);
 	res->bindings = rs.link.bindings;
+	struct ve_coord *co = ve_runtime_coord(x.rt);
+	if (co && ve_coord_grant_mode(co)) {
+		struct ve_coord_stats cs;
+		ve_coord_stats(co, &cs);
+		res->reclaim_p99_us = (double)cs.reclaim_ns_p99 / 1e3;
+		res->reclaim_max_us = (double)cs.reclaim_ns_max / 1e3;
+		res->lends = (double)cs.lends;
+		res->lent_share = rs.dispatch.granted ? (double)rs.dispatch.lend_binds /
+								(double)rs.dispatch.granted
+						      : 0;
+	}
 	res->decide_us_per_binding =
 	    rs.link.bindings ? (double)rs.link.decide_ns / 1e3 / (double)rs.link.bindings : 0;
 	if (tr) {
@@ -1171,6 +1202,7 @@ struct policy_report {
 	struct agg tpot_p50[MAX_JOBS], tpot_p99[MAX_JOBS], tpot_viol[MAX_JOBS];
 	struct agg ttft_p50[MAX_JOBS], ttft_p99[MAX_JOBS], ttft_viol[MAX_JOBS];
 	struct agg aggregate, util, bw_util, decide;
+	struct agg reclaim_p99, reclaim_max, lends, lent_share;
 };
 
 /* The share of requests, decode steps or prefills over their SLO, the worst
@@ -1329,6 +1361,10 @@ static int run_policy(const struct sim_opts *o, const char *policy, const char *
 		agg_add(&R->util, r.util);
 		agg_add(&R->bw_util, r.bw_util);
 		agg_add(&R->decide, r.decide_us_per_binding);
+		agg_add(&R->reclaim_p99, r.reclaim_p99_us);
+		agg_add(&R->reclaim_max, r.reclaim_max_us);
+		agg_add(&R->lends, r.lends);
+		agg_add(&R->lent_share, r.lent_share);
 	}
 	return 0;
 }
@@ -1820,6 +1856,11 @@ static void usage(FILE *f)
 		"  --window K         per-op mode only: pipelining window per logical stream\n"
 		"                     (0 = strict late binding; default: the scenario's 'window',\n"
 		"                     else 2)\n"
+		"  --ahead-us US      grant mode: a stream's successors are submitted behind their\n"
+		"                     predecessor up to this much predicted work, as VE_AHEAD_US\n"
+		"                     (default 150; 0: ready ops only)\n"
+		"  --lend-us US       grant mode: kernels predicted to run at most this long may\n"
+		"                     use SMs lent to their job, as VE_LEND_US (default 400)\n"
 		"  --pipe-budget N    with other jobs active, pipelined ops per stream between two\n"
 		"                     policy bindings (default 0: strict binding while shared)\n"
 		"  --no-profile       no offline profiles: policies learn online from completions\n"
@@ -1845,6 +1886,7 @@ int main(int argc, char **argv)
 	const char *path = NULL, *json = NULL, *trace = NULL, *trace_policy = NULL;
 	const char *policies = NULL;
 	int seeds = 1, window = -1, budget = -1, per_op = -1;
+	int64_t ahead_us = -1, lend_us = -1;
 	bool use_profile = true, quiet = false, oracle = false;
 	int oracle_max = ORACLE_DEFAULT_MAX;
 	double horizon = -1;
@@ -1901,6 +1943,18 @@ int main(int argc, char **argv)
 				fprintf(stderr, "ve-sim: --pipe-budget must be 0..65535\n");
 				return 2;
 			}
+		} else if ((strcmp(a, "--ahead-us") == 0 || strcmp(a, "--lend-us") == 0) &&
+			   i + 1 < argc) {
+			uint64_t v;
+			if (ve__parse_u64(argv[++i], &v) || v > 1000000 || (a[2] == 'l' && !v)) {
+				fprintf(stderr, "ve-sim: %s must be %s..1000000\n", a,
+					a[2] == 'l' ? "1" : "0");
+				return 2;
+			}
+			if (a[2] == 'a')
+				ahead_us = (int64_t)v;
+			else
+				lend_us = (int64_t)v;
 		} else if (strcmp(a, "--max-ops") == 0 && i + 1 < argc) {
 			uint64_t v;
 			if (ve__parse_u64(argv[++i], &v) || v == 0) {
@@ -1963,6 +2017,10 @@ int main(int argc, char **argv)
 		sc.per_op = per_op == 1;
 	if (budget >= 0)
 		sc.pipe_budget = (uint32_t)budget;
+	if (ahead_us >= 0)
+		sc.ahead_us = (uint32_t)ahead_us;
+	if (lend_us > 0)
+		sc.lend_us = (uint32_t)lend_us;
 	/* Arrivals are generated up front: bound how many a run would make. */
 	for (uint32_t i = 0; i < sc.nj; i++) {
 		const struct arrivals *a = &sc.j[i].arr;
@@ -2109,6 +2167,11 @@ int main(int argc, char **argv)
 		printf("%-10s %-10s %10.3f  (range %.3f-%.3f)  SM util %.1f%%  bandwidth util %.1f%%\n",
 		       "", "aggregate", agg_mean(&R->aggregate), R->aggregate.min, R->aggregate.max,
 		       100 * agg_mean(&R->util), 100 * agg_mean(&R->bw_util));
+		if (!sc.per_op)
+			printf("%-10s %-10s reclaim p99 %.0f us (max %.0f), %.0f lends, %.1f%% of "
+			       "kernels on lent SMs\n",
+			       "", "grants", agg_mean(&R->reclaim_p99), R->reclaim_max.max,
+			       agg_mean(&R->lends), 100 * agg_mean(&R->lent_share));
 		if (oracle)
 			printf("%-10s %-10s %10.3f of the best static partition, %.3f of the upper bound\n",
 			       "", "vs oracle", agg_mean(&R->aggregate) / best_static,
@@ -2171,8 +2234,9 @@ int main(int argc, char **argv)
 			fprintf(f, "%s%u", i ? "," : " ", sc.leaf_sms[i]);
 		fprintf(f, " (virtual time; model in docs/architecture.md)\",\n");
 		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"bind\": \"%s\",\n  \"window\": %u,\n"
+			   "  \"ahead_us\": %u,\n  \"lend_us\": %u,\n"
 			   "  \"deadlines\": \"%s\",\n  \"profiles\": %s,\n",
-			sc.horizon_ms, seeds, sc.per_op ? "op" : "grant", sc.window,
+			sc.horizon_ms, seeds, sc.per_op ? "op" : "grant", sc.window, sc.ahead_us, sc.lend_us,
 			sc.step_deadlines ? "step" : "prorata",
 			use_profile ? "\"offline (exact model)\"" : "\"online only\"");
 		fprintf(f, "  \"solo_throughput\": {");
@@ -2186,6 +2250,12 @@ int main(int argc, char **argv)
 			json_agg(f, "sm_utilization", &R->util, true);
 			json_agg(f, "bandwidth_utilization", &R->bw_util, true);
 			json_agg(f, "decision_us_per_binding", &R->decide, true);
+			if (!sc.per_op) {
+				json_agg(f, "sim_reclaim_us_p99", &R->reclaim_p99, true);
+				json_agg(f, "sim_reclaim_us_max", &R->reclaim_max, true);
+				json_agg(f, "lends", &R->lends, true);
+				json_agg(f, "lent_kernel_share", &R->lent_share, true);
+			}
 			if (oracle) {
 				fprintf(f, ", \"vs_best_static\": ");
 				json_num(f, agg_mean(&R->aggregate) / best_static);
