@@ -16,7 +16,9 @@
 # (extra arguments of bench/gpu/mixed, e.g. "--arrivals bursty" or "--merge --out F") (serve);
 # GRAPHS_ARGS (extra arguments of bench/gpu/graphs/run), GRAPHS_BUDGET,
 # GRAPHS_TIMEOUT; DECODE_BUDGET, DECODE_TIMEOUT; COLOC_PAIRS (default b,d),
-# COLOC_MODES (mps,ve_tput), COLOC_RUNS (3), COLOC_BUDGET (300) for coloc:
+# COLOC_MODES (mps,ve_tput), COLOC_RUNS (3), COLOC_BUDGET (300), COLOC_ARGS (extra
+# arguments, e.g. --policy ve_tput@nolend=tput:lend=0 for a lending A/B with
+# COLOC_MODES=mps,ve_tput,ve_tput@nolend) for coloc:
 # bench/gpu/coloc, 2 windows of 1.5 s per process start, coloc-pass.json;
 # INFER_ROUNDS (3) and INFER_MODES ("native tput"; NAME=VE_X=v,... adds
 # ve-run tput with those settings) for infer: eager batch-1 inference latency
@@ -135,7 +137,7 @@ if has coloc; then
 	timeout $(( ${COLOC_BUDGET:-300} + 40 )) python3 bench/gpu/coloc --pairs ${COLOC_PAIRS:-b,d} \
 		--modes ${COLOC_MODES:-mps,ve_tput} --runs ${COLOC_RUNS:-3} --windows 2 --window-s 1.5 --lead-s 4 \
 		--stop-after-s $(( ${COLOC_BUDGET:-300} - 15 )) --budget-s ${COLOC_BUDGET:-300} \
-		--outdir "$W/coloc" --out "$OUTDIR/coloc-pass.json" --no-plot >"$W/coloc.txt" 2>&1
+		--outdir "$W/coloc" --out "$OUTDIR/coloc-pass.json" --no-plot ${COLOC_ARGS:-} >"$W/coloc.txt" 2>&1
 	tail -20 "$W/coloc.txt"
 	grep -h "grants:" "$W"/coloc/logs/*ved.log 2>/dev/null | head -20
 	gpu_state after-coloc

@@ -475,6 +475,12 @@ int ved_metrics_render(struct ved_metrics *m, struct ve_serve *srv,
 	family(f, "ve_grant_reclaims_total", "counter",
 	       "SMs taken from a client and reported drained (grant mode).");
 	sample(f, "ve_grant_reclaims_total", gpu, NULL, (double)cs.reclaims);
+	family(f, "ve_grant_lends_total", "counter",
+	       "SMs lent to a client for its short kernels (docs/policies.md, Lending).");
+	sample(f, "ve_grant_lends_total", gpu, NULL, (double)cs.lends);
+	family(f, "ve_grant_lends_taken_back_total", "counter",
+	       "Lends taken back (each then drains like a reclaim).");
+	sample(f, "ve_grant_lends_taken_back_total", gpu, NULL, (double)cs.lend_takes);
 	family(f, "ve_grant_reclaim_p50_seconds", "gauge",
 	       "Median time from a grant taken away to its SMs drained (recent reclaims).");
 	sample(f, "ve_grant_reclaim_p50_seconds", gpu, NULL, (double)cs.reclaim_ns_p50 / 1e9);
