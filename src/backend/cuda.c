@@ -1299,6 +1299,20 @@ int ve_cuda_backend_create(const struct ve_cuda_config *cfg, struct ve_backend *
 	    (uint32_t)attr(b, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
 	b->info.max_blocks_per_sm =
 	    (uint32_t)attr(b, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+	if (c.priority_high) {
+		/* Where this process's lanes share SMs with others' (a lend, a
+		 * shared grant), the block scheduler prefers pending blocks of
+		 * higher-priority streams; it preempts nothing. */
+		int least = 0, greatest = 0;
+		bool pushed_p = push_primary(b);
+		if (ve__real.cuCtxGetStreamPriorityRange &&
+		    CU(cuCtxGetStreamPriorityRange, &least, &greatest) == CUDA_SUCCESS)
+			b->cfg.priority = greatest;
+		else
+			VE_WARN("cuda backend: no stream priority range; lanes at priority %d",
+				b->cfg.priority);
+		pop_primary(pushed_p);
+	}
 
 	bool memops = ve__real.cuStreamWriteValue64 && ve__real.cuMemHostGetDevicePointer &&
 		      attr(b, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;

@@ -80,6 +80,8 @@ struct ve_cuda_config {
 	CUcontext ctx;		/* the app's primary context; NULL = retain it here */
 	uint32_t min_leaf_sms;	/* minCount of the split; 0 = 8 */
 	int priority;		/* stream priority of every lane (CUDA: lower = higher) */
+	bool priority_high;	/* lanes at the greatest priority the context offers
+				 * (cuCtxGetStreamPriorityRange); overrides priority */
 	uint32_t completion;	/* enum ve_cuda_completion */
 	uint32_t lane_depth;	/* ops in flight per lane, rounded up to a power of 2; 0 = 1024 */
 	uint32_t max_lanes;	/* counter slots for all lanes; 0 = 4096 */

@@ -309,7 +309,8 @@ static int start_runtime(struct ve_shim *S)
 	}
 	struct ve_cuda_config bc = {.device = S->cfg.device,
 				    .ctx = S->ctx,
-				    .min_leaf_sms = S->cfg.leaf_sms};
+				    .min_leaf_sms = S->cfg.leaf_sms,
+				    .priority_high = S->cfg.latency != 0};
 	int rc = ve_cuda_backend_create(&bc, &S->backend, err, sizeof(err));
 	if (rc) {
 		VE_WARN("no green-context pool: %s", err[0] ? err : strerror(-rc));

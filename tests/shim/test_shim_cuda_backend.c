@@ -1388,6 +1388,28 @@ VE_TEST(pool_stats)
 	b->ops->destroy(b);
 }
 
+/* Lanes of a latency-class process are at the context's greatest stream
+ * priority (the fake's range is 0 .. -5, as the H200's); otherwise at the
+ * default 0. Entry and copy lanes alike. */
+VE_TEST(lane_priority)
+{
+	setup();
+	for (int high = 0; high < 2; high++) {
+		struct ve_cuda_config c = {.ctx = F.primary, .priority_high = high != 0};
+		struct ve_backend *b = mk(&c);
+		mk_pool(b, 2);
+		CUstream s;
+		int prio = 99;
+		VE_CHECK_EQ(ve_cuda_backend_lane_stream(b, VE_LANE(WHOLE, 1), &s), 0);
+		VE_CHECK_EQ(ve__real.cuStreamGetPriority(s, &prio), CUDA_SUCCESS);
+		VE_CHECK_EQ(prio, high ? -5 : 0);
+		VE_CHECK_EQ(ve_cuda_backend_lane_stream(b, COPY(0), &s), 0);
+		VE_CHECK_EQ(ve__real.cuStreamGetPriority(s, &prio), CUDA_SUCCESS);
+		VE_CHECK_EQ(prio, high ? -5 : 0);
+		b->ops->destroy(b);
+	}
+}
+
 /* ------------------------------------------------------------------ destroy */
 
 static void *destroy_thread(void *arg)
