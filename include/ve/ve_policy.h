@@ -142,7 +142,7 @@ struct ve_policy_event {
 	const char *reason;
 };
 
-/* ---- Grant mode (ABI 2) ----
+/* ---- Grant mode (ABI 2; lends ABI 3) ----
  *
  * Per-op binding costs a coordinator decision per kernel. In grant mode the
  * coordinator instead decides, every tick, which pool entry each client may
@@ -158,6 +158,8 @@ struct ve_policy_event {
  * arrives pre-filled with the current grants). The coordinator validates it:
  * grants of different clients never share a leaf unless both are marked
  * share; a grant whose SMs are still draining takes effect once they are free.
+ * Since ABI 3 a plan may also lend a client a wider entry for its short
+ * kernels (ve_grant_plan.lend), over SMs others hold and do not use now.
  */
 struct ve_client_demand {
 	uint32_t ready;	      /* compute ops ready and waiting to be submitted */
