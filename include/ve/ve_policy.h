@@ -190,8 +190,9 @@ struct ve_grant_plan {
 	 * taking the lend back waits for that much work at most. The coordinator
 	 * ignores a lend that does not contain the grant, overlaps another
 	 * lend or SMs still being handed over, and takes a lend back by itself
-	 * when another client's new grant needs its SMs. Pre-filled with the
-	 * current lends; policies built for ABI 2 never lend. */
+	 * when another client's new grant needs its SMs. Arrives VE_POOL_NONE
+	 * every tick: a lend lasts while the policy asks for it each tick.
+	 * Policies built for ABI 2 never lend. */
 	uint16_t lend[VE_POLICY_MAX_CLIENTS];
 };
 

@@ -1077,9 +1077,12 @@ static void lend_take(struct ve_coord *c, uint32_t k)
 }
 
 /* Whether lend t may take effect for client k now: it contains k's settled,
- * unshared grant, and its other SMs carry no other lend, no target waiting
- * for them and nothing being handed over. Other clients' grants there are
- * what is lent (the policy's choice: they hold SMs they do not use now). */
+ * unshared grant; none of its SMs, k's own included, carries another
+ * client's lend or that lend's draining work (another client may have
+ * borrowed k's idle grant: k borrows more only once that is back and
+ * drained); and its SMs outside k's grant carry no target waiting for them
+ * and no other work being handed over. Other clients' grants there are what
+ * is lent (the policy's choice: they hold SMs they do not use now). */
 static bool lend_fits(const struct ve_coord *c, uint32_t k, uint16_t t)
 {
 	const struct grant_client *g = &c->gc[k];
@@ -1089,18 +1092,18 @@ static bool lend_fits(const struct ve_coord *c, uint32_t k, uint16_t t)
 	uint64_t el = leaves_of(c, g->entry), tl = leaves_of(c, t);
 	if ((tl & el) != el)
 		return false;
-	uint64_t extra = tl & ~el, blocked = 0;
+	uint64_t extra = tl & ~el, blocked = 0, lent = 0;
 	for (uint32_t j = 0; j < c->rq.nclients; j++) {
 		if (j == k)
 			continue;
 		const struct grant_client *o = &c->gc[j];
-		blocked |= o->closing | leaves_of(c, o->lend);
+		lent |= o->closing | leaves_of(c, o->lend);
 		if (c->cl[j].active && o->want != o->entry)
 			blocked |= leaves_of(c, o->want);
 		/* Busy outside its grant: work still draining there. */
 		blocked |= o->rep.busy_leaves & ~leaves_of(c, o->entry) & ~leaves_of(c, o->lend);
 	}
-	return !(extra & blocked);
+	return !(extra & blocked) && !(tl & lent);
 }
 
 /* The policy's lend for client k: a change takes the old lend back now; the
@@ -1240,6 +1243,7 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 		return 0;
 	uint64_t now = coord_now(c);
 	int changes = 0;
+	bool planned = false;
 	if (force || c->urgent || now - c->last_tick_ns >= c->tick_ns) {
 		c->last_tick_ns = now;
 		c->urgent = false;
@@ -1254,10 +1258,13 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 				c->dem[k].flags |= VE_DEMAND_LATENCY;
 			c->plan.entry[k] = on ? g->want : VE_POOL_NONE;
 			c->plan.share[k] = on ? g->want_share : 0;
-			c->plan.lend[k] = on ? g->want_lend : VE_POOL_NONE;
+			/* Lends last while the policy asks for them: one that
+			 * never writes plan.lend (a reload to fixed) ends them. */
+			c->plan.lend[k] = VE_POOL_NONE;
 		}
 		if (c->pol->grant(c->pol_priv, &c->view, c->dem, &c->plan) == 0) {
 			bool lends = c->pol->abi_version >= 3;
+			planned = true;
 			for (uint32_t k = 0; k < c->rq.nclients; k++) {
 				if (!c->cl[k].active)
 					continue;
@@ -1274,7 +1281,10 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 		}
 	}
 	changes += admit_pending(c);
-	return changes + admit_lends(c);
+	/* Lends only as the policy just decided them: admitted later, a lend
+	 * could cover a lender that has had work since (its report asks for
+	 * no tick while nothing of it is lent). */
+	return changes + (planned ? admit_lends(c) : 0);
 }
 
 /* ------------------------------------------------------------ accessors */

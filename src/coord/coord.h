@@ -73,7 +73,7 @@ struct ve_coord_stats {
 	uint64_t decide_ns; /* time spent in schedule() */
 	/* Grant mode. */
 	uint64_t ticks, grant_changes, grants_refused, reclaims;
-	uint64_t lends, lend_takes; /* lends in effect, lends taken back (ve_grant_plan.lend) */
+	uint64_t lends, lend_takes; /* lends admitted, lends taken back (ve_grant_plan.lend) */
 	uint64_t reclaim_ns_p50, reclaim_ns_p99, reclaim_ns_max; /* grant taken -> SMs drained */
 	uint64_t watchdog_binds; /* ops bound by the bind deadline, not the policy */
 };

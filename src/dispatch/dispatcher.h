@@ -58,7 +58,7 @@ struct ve_dispatcher_config {
 	uint32_t ahead_max;	  /* default 256 */
 	/* An entry lent to a client for short kernels (ve_grant_plan.lend)
 	 * takes kernels predicted to run at most lend_ns there, up to lend_ns
-	 * of predicted work per lane (default 300 us): what taking it back
+	 * of predicted work per lane (default 400 us): what taking it back
 	 * waits for. */
 	uint64_t lend_ns;
 	/* Completion markers: at least every mark_every ops on an entry lane

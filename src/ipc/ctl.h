@@ -429,6 +429,17 @@ struct ve_ved_words {
 	uint32_t rsvd4[6];
 };
 _Static_assert(sizeof(struct ve_ved_words) == 384, "ved words");
+
+/* ve_ved_words.grant: the generation's low 32 bits, the lend, the entry. */
+#define VE_VED_GRANT_WORD(gen, lend, entry)                                                        \
+	(((uint64_t)(gen) << 32) | ((uint64_t)(uint16_t)(lend) << 16) | (uint16_t)(entry))
+/* The full generation a client acknowledged from the 32 bits it saw: the
+ * latest generation up to 'now' with those low bits (an acknowledgement is
+ * never ahead of the coordinator). */
+static inline uint64_t ve_ved_gen_from32(uint64_t now, uint64_t ack)
+{
+	return now - ((now - (ack & 0xffffffffull)) & 0xffffffffull);
+}
 _Static_assert(offsetof(struct ve_ved_words, late) % 8 == 0, "ved words: late aligned");
 
 _Static_assert(VE_VED_WORDS_OFF >= sizeof(struct ve_ipc_hdr) &&

@@ -449,6 +449,11 @@ static void shim_atexit(void)
 			(unsigned long long)rs.dispatch.slow_submits,
 			(double)rs.dispatch.slow_submit_ns / 1e6,
 			(double)rs.dispatch.submit_ns_max / 1e6);
+	if (rs.dispatch.lend_binds)
+		VE_INFO("exit: %llu of %llu kernels ran on SMs lent to this process (short "
+			"kernels, up to VE_LEND_US=%llu us)",
+			(unsigned long long)rs.dispatch.lend_binds,
+			(unsigned long long)rs.dispatch.granted, (unsigned long long)S->cfg.lend_us);
 	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
 		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
 	struct ve_remote *rem = ve_runtime_remote(S->rt);

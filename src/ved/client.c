@@ -1072,7 +1072,9 @@ static int l_grant(void *impl, uint32_t client, uint16_t *entry, uint16_t *lend,
 	uint64_t g = atomic_load_explicit(&w->grant, memory_order_acquire);
 	uint16_t e = (uint16_t)(g & 0xffff), l = (uint16_t)(g >> 16 & 0xffff);
 	*entry = e < r->pool->nentries ? e : VE_POOL_NONE; /* ved's word is input, too */
-	*lend = l < r->pool->nentries ? l : VE_POOL_NONE;
+	/* A lend contains a grant: none without one (ved's word before its
+	 * first grant, a confused word). */
+	*lend = l < r->pool->nentries && *entry != VE_POOL_NONE ? l : VE_POOL_NONE;
 	*gen = (r->epoch << 40) + (g >> 32);
 	return 0;
 }

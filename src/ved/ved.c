@@ -569,9 +569,9 @@ static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *
 		goto refused;
 	}
 	c->w = ve_ved_words_of(&c->shm);
-	/* Before the segment is handed over: no grant yet (a zeroed word would
-	 * name entry 0, the whole GPU). */
-	c->grant_pub = 0xffffu;
+	/* Before the segment is handed over: no grant and no lend yet (a zeroed
+	 * field would name entry 0, the whole GPU). */
+	c->grant_pub = VE_VED_GRANT_WORD(0, VE_POOL_NONE, VE_POOL_NONE);
 	c->rep_seen = 0;
 	c->contended_pub = 0;
 	c->stale = false;
@@ -1494,12 +1494,12 @@ static int grants(struct ved *d, uint64_t now)
 		/* The grant word carries the low 32 bits of the generation:
 		 * the acknowledged one is the latest with those bits (it is
 		 * never ahead of the coordinator's). */
-		uint64_t ack32 = atomic_load_explicit(&w->ack_gen, memory_order_acquire) & 0xffffffffull;
+		uint64_t ack32 = atomic_load_explicit(&w->ack_gen, memory_order_acquire);
 		{
 			uint16_t e0;
 			uint64_t gnow = 0;
 			ve_coord_grant(co, id, &e0, &gnow);
-			r.ack_gen = gnow - ((gnow - ack32) & 0xffffffffull);
+			r.ack_gen = ve_ved_gen_from32(gnow, ack32);
 		}
 		r.busy_leaves = atomic_load_explicit(&w->busy_leaves, memory_order_acquire);
 		uint32_t op_us = atomic_load_explicit(&w->op_us, memory_order_acquire);
@@ -1532,7 +1532,7 @@ static int grants(struct ved *d, uint64_t now)
 		uint16_t e;
 		uint64_t gen;
 		ve_coord_grant(co, id, &e, &gen);
-		uint64_t word = (gen << 32) | ((uint64_t)ve_coord_lend(co, id) << 16) | e;
+		uint64_t word = VE_VED_GRANT_WORD(gen, ve_coord_lend(co, id), e);
 		if (word != c->grant_pub) {
 			/* R (pairs with the client's acquire load). */
 			atomic_store_explicit(&c->w->grant, word, memory_order_seq_cst);

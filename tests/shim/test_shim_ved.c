@@ -426,6 +426,101 @@ VE_TEST(shim_ved_late_ops_reported)
 	}
 }
 
+/* Lending through ved (docs/policies.md, "Lending"): a latency-class server
+ * with idle gaps between its requests (30-50 ms) beside a busy batch process
+ * whose kernels (1 ms in the fake) fit its lend bound (VE_LEND_US=20000
+ * here; 400 us by default). The batch process is lent the server's idle
+ * SMs (ve-ctl status shows it), ved takes the lends back when requests come
+ * (and logs both at exit), the server stays within its bound, and both
+ * finish. */
+struct lend_poll {
+	_Atomic int stop;
+	int polls, seen;
+};
+
+static void *poll_lend(void *arg)
+{
+	struct lend_poll *lp = arg;
+	while (!atomic_load(&lp->stop)) {
+		const struct ve_ctl_status *s = status();
+		for (uint32_t i = 0; s && i < s->nclients; i++) {
+			const struct ve_ctl_client *c = &status_clients(s)[i];
+			if (!(c->class_flags & VE_CTL_CLASS_LATENCY) && c->lend_entry != 0xffff &&
+			    c->lent_sms > c->granted_sms)
+				lp->seen++;
+		}
+		lp->polls += s != NULL;
+		usleep(5000);
+	}
+	return NULL;
+}
+
+VE_TEST(shim_ved_lend_beside_bursty)
+{
+	SH_PROG(busy, "prog_shim_busy");
+	SH_PROG(bursty, "prog_shim_bursty");
+	if (!sh_locate())
+		VE_SKIP("libve.so or the fake libcuda is not built in $VE_BUILD");
+	char log[PATH_MAX + 64];
+	if (!start_ved_logging(log, sizeof(log), "lend"))
+		VE_SKIP("no ved in $VE_BUILD");
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct sh_opts ob;
+		opts_for(&ob, true);
+		ob.seed = 5;
+		ob.env[3] = "VETEST_SECONDS=4";
+		ob.env[4] = "VE_LEND_US=20000";
+		const char *bargv[] = {busy, NULL};
+		sh_run(bargv, &ob, &g_res2);
+		if (g_res2.rc)
+			sh_dump(&g_res2);
+		/* Its kernels really ran on the lent SMs (its exit summary). */
+		_exit(g_res2.rc ? 1 : strstr(g_res2.out, "kernels ran on SMs lent to this") ? 0 : 3);
+	}
+	usleep(300000);
+	struct lend_poll lp = {.polls = 0};
+	pthread_t th;
+	VE_CHECK_EQ(pthread_create(&th, NULL, poll_lend, &lp), 0);
+	struct sh_opts o;
+	opts_for(&o, true);
+	o.seed = 6;
+	o.env[3] = "VE_CLASS=latency";
+	o.env[4] = "VETEST_MAX_MS=20000";
+	const char *argv[] = {bursty, NULL};
+	sh_run(argv, &o, &g_res);
+	atomic_store(&lp.stop, 1);
+	pthread_join(th, NULL);
+	if (g_res.rc)
+		sh_dump(&g_res);
+	int st = 0;
+	waitpid(kid, &st, 0);
+	VE_CHECK_MSG(g_res.rc == 0, "the latency client was not served in time");
+	VE_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) != 3,
+		     "the busy client ran no kernel on lent SMs (its exit summary)");
+	VE_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the busy client failed");
+	VE_CHECK_EQ(stop_ved(), 0);
+	FILE *f = fopen(log, "r");
+	VE_CHECK(f != NULL);
+	char line[1024];
+	unsigned long long lends = 0, taken = 0;
+	bool found = false;
+	while (f && fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "; ");
+		if (strstr(line, "ved: grants:") && p &&
+		    sscanf(p, "; %llu lends, %llu taken back", &lends, &taken) == 2)
+			found = true;
+	}
+	if (f)
+		fclose(f);
+	printf("# %llu lends, %llu taken back; status showed a lend in %d of %d polls\n", lends,
+	       taken, lp.seen, lp.polls);
+	VE_CHECK_MSG(found, "no grants line with lends in ved's log %s", log);
+	VE_CHECK(lends > 0 && taken > 0);
+	VE_CHECK_MSG(lp.seen > 0, "ve-ctl status never showed a lend (%d polls)", lp.polls);
+	unlink(log);
+}
+
 /* Client `pid` in ved's status (its grant), or NULL. */
 static const struct ve_ctl_client *status_client(const struct ve_ctl_status *s, pid_t pid)
 {

@@ -854,6 +854,26 @@ static void basic(void)
 	remove_dir();
 }
 
+/* The grant word (ctl.h): generation's low 32 bits, lend, entry; and the full
+ * generation ved rebuilds from the 32 bits a client acknowledges, across the
+ * 2^32 boundary and with acknowledgements behind the coordinator. */
+VE_TEST(ved_grant_word_and_gen_from32)
+{
+	uint64_t w = VE_VED_GRANT_WORD(0x123456789ull, 17, 3);
+	VE_CHECK_EQ(w & 0xffff, 3);
+	VE_CHECK_EQ((w >> 16) & 0xffff, 17);
+	VE_CHECK_EQ(w >> 32, 0x23456789ull);
+	w = VE_VED_GRANT_WORD(0, VE_POOL_NONE, VE_POOL_NONE);
+	VE_CHECK_EQ(w, 0xffffffffull); /* before the first grant: none, none */
+	const uint64_t nows[] = {5, 0xffffffffull, 0x100000000ull, 0x100000003ull, 0x7fffffff12ull};
+	for (size_t i = 0; i < VE_ARRAY_SIZE(nows); i++)
+		for (uint64_t back = 0; back < 8 && back <= nows[i]; back++) {
+			uint64_t acked = nows[i] - back;
+			VE_CHECK_EQ(ve_ved_gen_from32(nows[i], acked & 0xffffffffull), acked);
+			VE_CHECK_EQ(ve_ved_gen_from32(nows[i], acked), acked); /* high bits ignored */
+		}
+}
+
 VE_TEST(ved_basic)
 {
 	g_grant = false;
