@@ -30,6 +30,10 @@
 #                          default is grant, --bind other is refused
 #   sim_deadlines          'deadlines step' (serve-graphs) is recorded in the JSON, the
 #                          default is prorata, 'deadlines other' is refused with a reason
+#   sim_share              --share fifo is the default (JSON "share"), fair and priority
+#                          are recorded, other names refused; under fifo the server
+#                          sharing every SM with training (whole) is served less than
+#                          under fair (train-infer)
 #   sim_lend               train-infer under tput lends the service's idle SMs (lends,
 #                          a share of kernels on lent SMs, the grants line) and
 #                          tput:lend=0 does not; ahead_us/lend_us are the runtime's
@@ -40,7 +44,7 @@ set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
-     oracle_slo sim_bind_mode sim_deadlines sim_lend"
+     oracle_slo sim_bind_mode sim_deadlines sim_lend sim_share"
 sim=$build/ve-sim
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
 	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
@@ -349,5 +353,27 @@ if run "$ti" --horizon-ms 600 --policies tput,tput:lend=0 --json "$tmp/ti.json" 
 	ok sim_lend
 else
 	fail sim_lend "$(tail -c 300 "$tmp/ti.out" 2>/dev/null) $(pyerr)"
+fi
+
+# ---- shared SMs: in start order (default), latency first, or fair
+printf 'share bogus\n' | cat "$ti" - >"$tmp/ti-share.txt"
+if run "$ti" --horizon-ms 400 --policies whole --json "$tmp/sf.json" --quiet >/dev/null 2>&1 &&
+	run "$ti" --horizon-ms 400 --policies whole --share fair --json "$tmp/sr.json" --quiet \
+		>/dev/null 2>&1 &&
+	run "$ti" --horizon-ms 50 --policies whole --share priority --json "$tmp/sp.json" --quiet \
+		>/dev/null 2>&1 &&
+	check "$tmp/sf.json" 'd["share"] == "fifo"' &&
+	check "$tmp/sr.json" 'd["share"] == "fair"' && check "$tmp/sp.json" 'd["share"] == "priority"' &&
+	python3 - "$tmp/sf.json" "$tmp/sr.json" 2>"$tmp/py.err" <<'EOF2' &&
+import json, sys
+fifo, fair = (json.load(open(f))["policies"]["whole"]["jobs"]["infer"] for f in sys.argv[1:3])
+assert fifo["normalized_throughput"]["mean"] < 0.9 * fair["normalized_throughput"]["mean"], (fifo, fair)
+EOF2
+	{ run "$tmp/ti-share.txt" --horizon-ms 10 >/dev/null 2>"$tmp/sbad.err"; [ $? = 2 ]; } &&
+	grep -q 'share needs fair, fifo or priority' "$tmp/sbad.err" &&
+	{ run "$ti" --share maybe --horizon-ms 10 >/dev/null 2>&1; [ $? = 2 ]; }; then
+	ok sim_share
+else
+	fail sim_share "$(pyerr) $(head -c 200 "$tmp/sbad.err" 2>/dev/null)"
 fi
 summary

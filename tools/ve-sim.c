@@ -116,6 +116,7 @@ struct scenario {
 	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
 	uint32_t ahead_us;    /* grant mode: submit-ahead bound, as VE_AHEAD_US (0: ready ops only) */
 	uint32_t lend_us;     /* grant mode: lend bound, as VE_LEND_US */
+	uint32_t share_model; /* shared SMs: fair, fifo or priority (sim.h) */
 	bool per_op;	      /* bind op by op (VE_BIND=op) instead of grant mode */
 	bool step_deadlines;  /* decode ops due at the step's end (VE_TPOT_MS), not pro rata */
 };
@@ -214,6 +215,17 @@ static int parse_kv_double(const char *t, const char *key, double *out)
 	return ve__parse_double(t + n + 1, out) ? -1 : 0;
 }
 
+static const char *const share_names[] = {"fair", "fifo", "priority"};
+
+/* VE_SIM_SHARE_* of a name, -1 if none. */
+static int share_model_of(const char *v)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(v, share_names[i]) == 0)
+			return i;
+	return -1;
+}
+
 static int parse_scenario(struct scenario *s, const char *text, const char *src)
 {
 	memset(s, 0, sizeof(*s));
@@ -226,6 +238,10 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 	s->pipe_budget = 0;
 	s->ahead_us = 150; /* the runtime's defaults (VE_AHEAD_US, VE_LEND_US) */
 	s->lend_us = 400;
+	/* Shared SMs in start order, not fairly: with a fair share the server
+	 * beside training under `whole` met its SLO, while on the H200 the same
+	 * sharing (MPS) gave it a 32 s p99 (docs/ve-sim.md). */
+	s->share_model = VE_SIM_SHARE_FIFO;
 	char *buf = strdup(text);
 	if (!buf)
 		return -ENOMEM;
@@ -263,6 +279,12 @@ static int parse_scenario(struct scenario *s, const char *text, const char *src)
 			if (!v)
 				{ rc = die_line(src, line, "policies needs a comma-separated list", NULL); break; }
 			snprintf(s->policies, sizeof(s->policies), "%s", v);
+		} else if (strcmp(t, "share") == 0) {
+			char *v = strtok_r(NULL, " \t\r", &save);
+			int m = !v ? -1 : share_model_of(v);
+			if (m < 0)
+				{ rc = die_line(src, line, "share needs fair, fifo or priority", v); break; }
+			s->share_model = (uint32_t)m;
 		} else if (strcmp(t, "ahead_us") == 0 || strcmp(t, "lend_us") == 0) {
 			char *v = strtok_r(NULL, " \t\r", &save);
 			uint64_t n;
@@ -954,6 +976,7 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 	scfg.kernel_model_arg = (void *)sc;
 	scfg.submit_latency_ns = (uint64_t)(sc->dispatch_us * 1000.0);
 	scfg.jitter = seed > 1 ? 0.03 : 0.0;
+	scfg.share_model = sc->share_model;
 	int rc = ve_sim_create(&scfg, &x.b);
 	if (rc)
 		return rc;
@@ -1856,6 +1879,10 @@ static void usage(FILE *f)
 		"  --window K         per-op mode only: pipelining window per logical stream\n"
 		"                     (0 = strict late binding; default: the scenario's 'window',\n"
 		"                     else 2)\n"
+		"  --share fair|fifo|priority\n"
+		"                     SMs shared by kernels of different entries: fifo (default) in\n"
+		"                     the order kernels started, a later one gets what is left;\n"
+		"                     priority: latency ops first, then fifo; fair: processor sharing\n"
 		"  --ahead-us US      grant mode: a stream's successors are submitted behind their\n"
 		"                     predecessor up to this much predicted work, as VE_AHEAD_US\n"
 		"                     (default 150; 0: ready ops only)\n"
@@ -1887,6 +1914,7 @@ int main(int argc, char **argv)
 	const char *policies = NULL;
 	int seeds = 1, window = -1, budget = -1, per_op = -1;
 	int64_t ahead_us = -1, lend_us = -1;
+	int share = -1;
 	bool use_profile = true, quiet = false, oracle = false;
 	int oracle_max = ORACLE_DEFAULT_MAX;
 	double horizon = -1;
@@ -1941,6 +1969,13 @@ int main(int argc, char **argv)
 			budget = ve__parse_u64(argv[++i], &v) || v > 65535 ? -1 : (int)v;
 			if (budget < 0 || budget > 65535) {
 				fprintf(stderr, "ve-sim: --pipe-budget must be 0..65535\n");
+				return 2;
+			}
+		} else if (strcmp(a, "--share") == 0 && i + 1 < argc) {
+			const char *v = argv[++i];
+			share = share_model_of(v);
+			if (share < 0) {
+				fprintf(stderr, "ve-sim: --share must be fair, fifo or priority\n");
 				return 2;
 			}
 		} else if ((strcmp(a, "--ahead-us") == 0 || strcmp(a, "--lend-us") == 0) &&
@@ -2019,6 +2054,8 @@ int main(int argc, char **argv)
 		sc.pipe_budget = (uint32_t)budget;
 	if (ahead_us >= 0)
 		sc.ahead_us = (uint32_t)ahead_us;
+	if (share >= 0)
+		sc.share_model = (uint32_t)share;
 	if (lend_us > 0)
 		sc.lend_us = (uint32_t)lend_us;
 	/* Arrivals are generated up front: bound how many a run would make. */
@@ -2234,9 +2271,10 @@ int main(int argc, char **argv)
 			fprintf(f, "%s%u", i ? "," : " ", sc.leaf_sms[i]);
 		fprintf(f, " (virtual time; model in docs/architecture.md)\",\n");
 		fprintf(f, "  \"horizon_ms\": %.1f,\n  \"seeds\": %d,\n  \"bind\": \"%s\",\n  \"window\": %u,\n"
-			   "  \"ahead_us\": %u,\n  \"lend_us\": %u,\n"
+			   "  \"ahead_us\": %u,\n  \"lend_us\": %u,\n  \"share\": \"%s\",\n"
 			   "  \"deadlines\": \"%s\",\n  \"profiles\": %s,\n",
 			sc.horizon_ms, seeds, sc.per_op ? "op" : "grant", sc.window, sc.ahead_us, sc.lend_us,
+			share_names[sc.share_model],
 			sc.step_deadlines ? "step" : "prorata",
 			use_profile ? "\"offline (exact model)\"" : "\"online only\"");
 		fprintf(f, "  \"solo_throughput\": {");

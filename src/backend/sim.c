@@ -156,6 +156,7 @@ struct sim_op {
 	double rem;	 /* remaining fraction of the op's work */
 	double t_eff;	 /* ns the whole op would take at the current rate (0 = not yet set) */
 	double m_eff;	 /* SMs' worth of throughput it gets now */
+	double m_ord;	 /* ... under cfg.share_model FIFO/PRIORITY, before bandwidth */
 	double bw_need;	 /* bandwidth share that sustains its compute-limited rate */
 	double bw_alloc; /* bandwidth share it gets now */
 	/* Fixed at submit, jitter applied. */
@@ -645,10 +646,59 @@ static void set_rate(struct sim_op *o, double t, uint64_t now)
 
 /* Rates of every running fluid op after the running set changed: SM shares
  * first, then the bandwidth those shares ask for, water-filled. */
+/* Who gets a shared SM first (cfg.share_model): latency ops first under
+ * _PRIORITY, then by start (then issue) order. */
+static bool ahead_of(const struct sim *s, const struct sim_op *a, const struct sim_op *b)
+{
+	bool la = a->desc && (a->desc->flags & VE_DESC_LATENCY);
+	bool lb = b->desc && (b->desc->flags & VE_DESC_LATENCY);
+	if (s->cfg.share_model == VE_SIM_SHARE_PRIORITY && la != lb)
+		return la;
+	if (a->t_start != b->t_start)
+		return a->t_start < b->t_start;
+	return a->seq < b->seq;
+}
+
+/* cfg.share_model FIFO/PRIORITY: each running kernel's SMs' worth (m_ord), leaf by
+ * leaf, in ahead_of order. Uses s->tmp (free between batches). */
+static void share_in_order(struct sim *s)
+{
+	uint32_t n = 0;
+	for (uint32_t r = 0; r < s->nrunning; r++)
+		if (s->ops[s->running[r]].demand)
+			s->tmp[n++] = s->running[r];
+	for (uint32_t i = 1; i < n; i++) {
+		uint32_t x = s->tmp[i], j = i;
+		while (j > 0 && ahead_of(s, &s->ops[x], &s->ops[s->tmp[j - 1]])) {
+			s->tmp[j] = s->tmp[j - 1];
+			j--;
+		}
+		s->tmp[j] = x;
+	}
+	double cap[VE_MAX_LEAVES];
+	for (uint32_t l = 0; l < VE_MAX_LEAVES; l++)
+		cap[l] = 1.0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct sim_op *o = &s->ops[s->tmp[i]];
+		double m = 0;
+		bool full = true;
+		for (uint64_t lv = o->lane->e->leaves; lv; lv &= lv - 1) {
+			int l = __builtin_ctzll(lv);
+			double g = o->share <= cap[l] + 1e-12 ? o->share : cap[l];
+			full = full && g >= o->share;
+			cap[l] = cap[l] > g ? cap[l] - g : 0;
+			m += (double)s->cfg.leaf_sms[l] * g;
+		}
+		o->m_ord = full ? (double)o->demand : m;
+	}
+}
+
 static void recompute(struct sim *s)
 {
 	double load[VE_MAX_LEAVES] = {0};
 	uint64_t now = now_of(s);
+	if (s->cfg.share_model != VE_SIM_SHARE_FAIR)
+		share_in_order(s);
 	for (uint32_t r = 0; r < s->nrunning; r++) {
 		const struct sim_op *o = &s->ops[s->running[r]];
 		if (!o->demand)
@@ -667,7 +717,9 @@ static void recompute(struct sim *s)
 		if (!o->fluid)
 			continue;
 		double m_eff = o->demand;
-		if (o->demand) {
+		if (o->demand && s->cfg.share_model != VE_SIM_SHARE_FAIR) {
+			m_eff = o->m_ord;
+		} else if (o->demand) {
 			uint64_t leaves = o->lane->e->leaves;
 			bool over = false;
 			for (uint64_t m = leaves; m; m &= m - 1)

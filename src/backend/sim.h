@@ -90,6 +90,8 @@ typedef void (*ve_sim_event_fn)(void *arg, const struct ve_sim_event *ev);
  * fall back to their default when left 0; time fields are taken as given, so
  * a zeroed struct means zero latencies.
  */
+enum { VE_SIM_SHARE_FAIR = 0, VE_SIM_SHARE_FIFO, VE_SIM_SHARE_PRIORITY };
+
 struct ve_sim_config {
 	const char *name; /* info()->name; NULL = "vitamin-e sim" */
 	/* Shape. */
@@ -112,6 +114,15 @@ struct ve_sim_config {
 	 * before bandwidth was shared: concurrent memory-bound kernels then get
 	 * more bandwidth than the GPU has). */
 	bool private_bandwidth;
+	/* SMs shared by kernels of different entries. VE_SIM_SHARE_FAIR: fair
+	 * processor sharing (each gets its demand's share of an oversubscribed
+	 * SM); _FIFO: in the order the kernels started, each taking what it can
+	 * use of an SM before a later one gets the rest (a kernel behind a wide
+	 * one waits; the GPU starts a later kernel's blocks as the earlier
+	 * one's last wave drains, which this rounds down to nothing);
+	 * _PRIORITY: the same with kernels of latency ops (VE_DESC_LATENCY,
+	 * whose lanes run at a higher stream priority) ahead of all others. */
+	uint32_t share_model;
 	/* Bytes per ns of that bandwidth, only for memcpy/memset: with it, a
 	 * copy of N bytes needs N / mem_bytes_per_ns ns of the whole bandwidth
 	 * and shares it with kernels. 0 (default) = copies take none. */

@@ -558,6 +558,69 @@ static int lone_run(bool private_bw, double jitter, uint64_t *ends, int n, doubl
 	return 0;
 }
 
+/* cfg.share_model FIFO: the kernel that started first takes the SMs it can
+ * use, a later one what is left. Staggered on one entry (A at 0, B at 10
+ * us, 20 us each alone): A ends at 20 us, B waits and ends at 40 us (under
+ * FAIR: 30 and 40). A on every SM and B on leaf 0: B gets nothing until A
+ * ends (20 us, A unslowed), then its 100 us alone. PRIORITY with B a latency
+ * op: leaf 0 is B's first, A runs on the other 124 SMs. Small kernels side
+ * by side: unchanged. */
+VE_TEST(share_in_start_order_or_latency_first)
+{
+	struct ve_sim_config cfg = config();
+	cfg.kernel.t_launch_ns = 0;
+	cfg.share_model = VE_SIM_SHARE_FIFO;
+	struct ve_desc k = kernel(132 * 8 * 2, 256); /* 2 waves: 20 us alone */
+	struct ve_completion c[4];
+	struct ve_backend *b = make(&cfg);
+	VE_CHECK(b);
+	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &k, 1), 0);
+	ve_sim_advance_to(b, 10000);
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), &k, 2), 0);
+	VE_CHECK_EQ(drain(b, c, 4), 2);
+	VE_CHECK_EQ(c[0].cookie, 1);
+	VE_CHECK_EQ(c[0].t_end_ns, 20000);
+	VE_CHECK_EQ(c[1].t_end_ns, 40000);
+	b->ops->destroy(b);
+
+	struct ve_desc kb = kernel(8 * 8 * 10, 256); /* 10 waves on 8 SMs: 100 us */
+	for (int prio = 0; prio < 2; prio++) {
+		cfg.share_model = prio ? VE_SIM_SHARE_PRIORITY : VE_SIM_SHARE_FIFO;
+		kb.flags = prio ? VE_DESC_LATENCY : 0;
+		b = make(&cfg);
+		VE_CHECK(b);
+		VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 1), 0);
+		VE_CHECK_EQ(b->ops->entry_create(b, 1, 1, 1), 0);
+		VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &k, 1), 0);
+		VE_CHECK_EQ(b->ops->submit(b, VE_LANE(1, 0), &kb, 2), 0);
+		VE_CHECK_EQ(drain(b, c, 4), 2);
+		uint64_t a_end = c[0].cookie == 1 ? c[0].t_end_ns : c[1].t_end_ns;
+		uint64_t b_end = c[0].cookie == 2 ? c[0].t_end_ns : c[1].t_end_ns;
+		if (!prio) {
+			VE_CHECK_EQ(a_end, 20000);
+			VE_CHECK_EQ(b_end, 120000);
+		} else {
+			/* A on 124 SMs: 20000 * 132 / 124 ns; B alone: 100 us. */
+			VE_CHECK_MSG(a_end >= 21290 && a_end <= 21291, "A ended at %" PRIu64, a_end);
+			VE_CHECK_EQ(b_end, 100000);
+		}
+		b->ops->destroy(b);
+	}
+
+	cfg.share_model = VE_SIM_SHARE_FIFO;
+	b = make(&cfg);
+	VE_CHECK(b);
+	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
+	struct ve_desc s = kernel(8 * 8, 256); /* 8 SMs, one wave */
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &s, 1), 0);
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), &s, 2), 0);
+	VE_CHECK_EQ(drain(b, c, 4), 2);
+	VE_CHECK_EQ(c[0].t_end_ns, 10000);
+	VE_CHECK_EQ(c[1].t_end_ns, 10000);
+	b->ops->destroy(b);
+}
+
 VE_TEST(bandwidth_lone_kernel_unchanged)
 {
 	struct ve_sim_config cfg = bw_config(2, 66);
