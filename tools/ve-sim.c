@@ -116,7 +116,7 @@ struct scenario {
 	uint32_t pipe_budget; /* pipelined ops per stream between bindings, others active */
 	uint32_t ahead_us;    /* grant mode: submit-ahead bound, as VE_AHEAD_US (0: ready ops only) */
 	uint32_t lend_us;     /* grant mode: lend bound, as VE_LEND_US */
-	uint32_t share_model; /* shared SMs: fair, fifo or priority (sim.h) */
+	uint32_t share_model; /* kernels on common SMs: fair, fifo or priority (sim.h) */
 	bool per_op;	      /* bind op by op (VE_BIND=op) instead of grant mode */
 	bool step_deadlines;  /* decode ops due at the step's end (VE_TPOT_MS), not pro rata */
 };
@@ -1880,7 +1880,8 @@ static void usage(FILE *f)
 		"                     (0 = strict late binding; default: the scenario's 'window',\n"
 		"                     else 2)\n"
 		"  --share fair|fifo|priority\n"
-		"                     SMs shared by kernels of different entries: fifo (default) in\n"
+		"                     kernels on common SMs (one entry's lanes or overlapping\n"
+		"                     entries): fifo (default) in\n"
 		"                     the order kernels started, a later one gets what is left;\n"
 		"                     priority: latency ops first, then fifo; fair: processor sharing\n"
 		"  --ahead-us US      grant mode: a stream's successors are submitted behind their\n"
@@ -2193,9 +2194,9 @@ int main(int argc, char **argv)
 
 	/* Table. */
 	printf("scenario %s: %.0f ms of virtual time on %u SMs (%u leaves), bind %s, window %u, "
-	       "%d seed(s)\n",
+	       "shared SMs %s, %d seed(s)\n",
 	       sc.name, sc.horizon_ms, sc.sm_count, sc.nleaves, sc.per_op ? "op" : "grant", sc.window,
-	       seeds);
+	       share_names[sc.share_model], seeds);
 	printf("%-10s %-10s %10s %8s %10s %10s %9s %9s\n", "policy", "job", "norm_thr", "thr/s",
 	       "p50/tpot50", "p99/tpot99", "tpot_viol", "ttft_viol");
 	for (int p = 0; p < np; p++) {

@@ -29,7 +29,14 @@
  * from cfg.kernel_model keyed by the descriptor (ve-sim reads scenario
  * files), else cfg.kernel (10 us per wave, no traffic).
  *
- * Sharing (fluid processor sharing). Running kernel i puts a load of
+ * Sharing, cfg.share_model. FIFO and PRIORITY: on each SM, running kernels
+ * in the order they started (PRIORITY: latency ops first) take their load
+ * c_i (below) while the SM has room; a later one gets what is left, possibly
+ * nothing until an earlier one ends (share_in_order). A GPU starts a later
+ * kernel's blocks as the earlier one's last wave drains, which this rounds
+ * down; and PRIORITY hands SMs to a latency kernel at once, where a GPU
+ * lets the running wave finish first (an optimistic bound).
+ * FAIR (fluid processor sharing). Running kernel i puts a load of
  * c_i = d_i / |S_i| on every SM of its entry (its demand spread evenly). An
  * SM's load is L_s = sum of c_i over the kernels on it. Kernel i gets
  *	m_i = sum over s in S_i of c_i * min(1, 1 / L_s)
@@ -644,8 +651,6 @@ static void set_rate(struct sim_op *o, double t, uint64_t now)
 	o->t_pred = now + to_ns(ceil(o->rem * t - 1e-6));
 }
 
-/* Rates of every running fluid op after the running set changed: SM shares
- * first, then the bandwidth those shares ask for, water-filled. */
 /* Who gets a shared SM first (cfg.share_model): latency ops first under
  * _PRIORITY, then by start (then issue) order. */
 static bool ahead_of(const struct sim *s, const struct sim_op *a, const struct sim_op *b)
@@ -693,6 +698,8 @@ static void share_in_order(struct sim *s)
 	}
 }
 
+/* Rates of every running fluid op after the running set changed: SM shares
+ * first, then the bandwidth those shares ask for, water-filled. */
 static void recompute(struct sim *s)
 {
 	double load[VE_MAX_LEAVES] = {0};

@@ -114,14 +114,16 @@ struct ve_sim_config {
 	 * before bandwidth was shared: concurrent memory-bound kernels then get
 	 * more bandwidth than the GPU has). */
 	bool private_bandwidth;
-	/* SMs shared by kernels of different entries. VE_SIM_SHARE_FAIR: fair
-	 * processor sharing (each gets its demand's share of an oversubscribed
-	 * SM); _FIFO: in the order the kernels started, each taking what it can
-	 * use of an SM before a later one gets the rest (a kernel behind a wide
-	 * one waits; the GPU starts a later kernel's blocks as the earlier
-	 * one's last wave drains, which this rounds down to nothing);
-	 * _PRIORITY: the same with kernels of latency ops (VE_DESC_LATENCY,
-	 * whose lanes run at a higher stream priority) ahead of all others. */
+	/* Kernels on common SMs (one entry's lanes, or overlapping entries).
+	 * VE_SIM_SHARE_FAIR: fair processor sharing (each gets its demand's
+	 * share of an oversubscribed SM); _FIFO: in the order the kernels
+	 * started, each taking what it can use of an SM before a later one
+	 * gets the rest (a kernel behind a wide one waits; the GPU starts a
+	 * later kernel's blocks as the earlier one's last wave drains, which
+	 * this rounds down to nothing); _PRIORITY: the same with kernels of
+	 * latency ops (VE_DESC_LATENCY, whose lanes run at a higher stream
+	 * priority) ahead of all others, at once (a GPU lets the running wave
+	 * finish: an optimistic bound for the latency ops). */
 	uint32_t share_model;
 	/* Bytes per ns of that bandwidth, only for memcpy/memset: with it, a
 	 * copy of N bytes needs N / mem_bytes_per_ns ns of the whole bandwidth

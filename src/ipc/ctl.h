@@ -438,7 +438,8 @@ _Static_assert(sizeof(struct ve_ved_words) == 384, "ved words");
  * never ahead of the coordinator). */
 static inline uint64_t ve_ved_gen_from32(uint64_t now, uint64_t ack)
 {
-	return now - ((now - (ack & 0xffffffffull)) & 0xffffffffull);
+	uint64_t d = (now - (ack & 0xffffffffull)) & 0xffffffffull;
+	return d > now ? 0 : now - d; /* an acknowledgement ahead of now: none */
 }
 _Static_assert(offsetof(struct ve_ved_words, late) % 8 == 0, "ved words: late aligned");
 

@@ -872,6 +872,8 @@ VE_TEST(ved_grant_word_and_gen_from32)
 			VE_CHECK_EQ(ve_ved_gen_from32(nows[i], acked & 0xffffffffull), acked);
 			VE_CHECK_EQ(ve_ved_gen_from32(nows[i], acked), acked); /* high bits ignored */
 		}
+	/* An acknowledgement ahead of the coordinator (a confused client): none. */
+	VE_CHECK_EQ(ve_ved_gen_from32(5, 7), 0);
 }
 
 VE_TEST(ved_basic)
