@@ -581,6 +581,16 @@ static bool lend_admits(const struct ve_dispatcher *d, const struct lane_st *L, 
 	return !L->inflight || (L->inflight < d->cfg.ahead_max && L->pred_ns + pred <= d->cfg.lend_ns);
 }
 
+/* Blocks of a launch an SM holds at once: what the launch reported, else a
+ * guess from its threads (2048 a SM), 1 to 32. */
+static uint32_t resident_blocks(uint32_t bps, uint32_t threads)
+{
+	if (bps)
+		return bps;
+	bps = threads ? 2048 / threads : 32;
+	return VE_MIN(VE_MAX(bps, 1u), 32u);
+}
+
 /* How long a kernel will take on a lent entry, 0 if unknown: as
  * est_predict, but timed on fewer SMs it is scaled by its waves (blocks
  * over the SMs' resident blocks), since a lend is wider than the grant the
@@ -599,12 +609,8 @@ static uint64_t lend_predict(const struct ve_dispatcher *d, const struct ve_desc
 		return 0;
 	if (sms <= e->sms)
 		return est_predict(d, desc->key, sms);
-	uint32_t bps = ve_desc_blocks_per_sm(desc);
-	if (!bps) {
-		uint32_t th = ve_desc_threads(desc);
-		bps = VE_MIN(VE_MAX(th ? 2048 / th : 32, 1u), 32u);
-	}
-	uint64_t blocks = ve_desc_blocks(desc), per = (uint64_t)bps;
+	uint64_t blocks = ve_desc_blocks(desc),
+		 per = resident_blocks(ve_desc_blocks_per_sm(desc), ve_desc_threads(desc));
 	uint64_t w_then = (blocks + per * e->sms - 1) / (per * e->sms);
 	uint64_t w_now = (blocks + per * sms - 1) / (per * sms);
 	if (!w_then)
@@ -790,10 +796,7 @@ static void ready_op_from(struct ve_ready_op *o, const struct ve_ready_info *ri,
 uint32_t ve__launch_sms(uint64_t blocks, uint32_t bps, uint32_t threads, uint32_t total,
 			bool spread)
 {
-	if (!bps) {
-		bps = threads ? 2048 / threads : 32;
-		bps = VE_MIN(VE_MAX(bps, 1u), 32u);
-	}
+	bps = resident_blocks(bps, threads);
 	uint64_t need = spread ? blocks : (blocks + bps - 1) / bps;
 	return need >= total ? total : (uint32_t)VE_MAX(need, 1u);
 }

@@ -627,9 +627,8 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 			avail &= ~p->e[target].leaves;
 		/* lend_reserve: the reservation in effect, its owner idle for
 		 * the lend guard (tput's lend_idle_ms). */
-		if (t->lend_reserve && target == t->standing && d->entry == target && !d->ready &&
-		    !d->inflight && !(d->flags & VE_DEMAND_WAITING) &&
-		    (!d->active_ns || v->now_ns >= d->active_ns + t->tp->lend_idle_ns))
+		if (t->lend_reserve && target == t->standing && d->entry == target &&
+		    ve__tput_lendable(t->tp, v, d))
 			lendable = p->e[target].leaves;
 	}
 	return ve__tput_grant(t->tp, v, dem, plan, avail, skip, lendable);

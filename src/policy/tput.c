@@ -31,6 +31,12 @@
 
 #define MAX_TRIES 4
 
+/* Client k's bit in skip_clients (NULL: none set). */
+static bool skipped(const uint64_t *skip_clients, uint32_t k)
+{
+	return skip_clients && (skip_clients[k / 64] >> (k % 64) & 1);
+}
+
 static int parse_kv(const char *k, const char *v, void *arg)
 {
 	struct tput *t = arg;
@@ -252,7 +258,7 @@ void ve__tput_plan(struct tput *t, const struct ve_policy_view *v, const uint64_
 	for (uint32_t c = 0; c < v->nclients && no < VE_POLICY_MAX_CLIENTS; c++) {
 		if (v->clients[c].head == VE_READY_NIL)
 			continue;
-		if (skip_clients && (skip_clients[c / 64] >> (c % 64) & 1))
+		if (skipped(skip_clients, c))
 			continue;
 		uint32_t j = no++;
 		uint64_t age = v->ops[v->clients[c].head].ready_ns;
@@ -429,6 +435,13 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			 const struct ve_client_demand *dem, struct ve_grant_plan *plan, uint64_t avail,
 			 const uint64_t *skip_clients);
 
+bool ve__tput_lendable(const struct tput *t, const struct ve_policy_view *v,
+		       const struct ve_client_demand *d)
+{
+	return !d->ready && !d->inflight && !(d->flags & VE_DEMAND_WAITING) &&
+	       (!d->active_ns || v->now_ns >= d->active_ns + t->lend_idle_ns);
+}
+
 /* Lends (ve_grant_plan.lend): SMs inside avail that are granted to a client
  * with no work now, or to nobody, are lent to a busy batch client for its
  * short kernels: the widest entry that contains its settled grant and only
@@ -453,12 +466,10 @@ static void plan_lends(const struct tput *t, const struct ve_policy_view *v,
 			mine |= p->e[plan->entry[k]].leaves;
 		if (d->entry < p->nentries)
 			mine |= p->e[d->entry].leaves;
-		bool skip = skip_clients && (skip_clients[k / 64] >> (k % 64) & 1);
-		bool busy = d->ready || d->inflight || (d->flags & VE_DEMAND_WAITING) ||
-			    (d->active_ns && v->now_ns < d->active_ns + t->lend_idle_ns);
 		/* Not lent: what a busy, skipped or sharing client holds, and a
 		 * grant in transition (its SMs are being handed over). */
-		if (busy || skip || plan->share[k] || plan->entry[k] != d->entry)
+		if (!ve__tput_lendable(t, v, d) || skipped(skip_clients, k) || plan->share[k] ||
+		    plan->entry[k] != d->entry)
 			idle &= ~mine;
 	}
 	if (!t->lend)
@@ -467,7 +478,7 @@ static void plan_lends(const struct tput *t, const struct ve_policy_view *v,
 	for (uint32_t k = 0; k < nc; k++) {
 		const struct ve_client_demand *d = &dem[k];
 		uint16_t own = plan->entry[k];
-		if (!v->clients[k].active || (skip_clients && (skip_clients[k / 64] >> (k % 64) & 1)) ||
+		if (!v->clients[k].active || skipped(skip_clients, k) ||
 		    (d->flags & VE_DEMAND_LATENCY) || own >= p->nentries || own != d->entry ||
 		    plan->share[k] || !(d->ready || d->inflight))
 			continue;
@@ -531,7 +542,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 	 * are not kept (the shared entry is everyone's). */
 	uint64_t pinned[VE_POLICY_MAX_CLIENTS / 64 + 1] = {0};
 	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
-		if (skip_clients && (skip_clients[k / 64] >> (k % 64) & 1))
+		if (skipped(skip_clients, k))
 			continue;
 		const struct ve_client_demand *d = &dem[k];
 		uint16_t tg = plan->entry[k];
@@ -545,7 +556,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 	/* Clients waiting for a grant go first (MinBind order), then the rest. */
 	for (uint32_t pass = 0; pass < 2; pass++) {
 		for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
-			if (skip_clients && (skip_clients[k / 64] >> (k % 64) & 1))
+			if (skipped(skip_clients, k))
 				continue;
 			if (pinned[k / 64] >> (k % 64) & 1)
 				continue;

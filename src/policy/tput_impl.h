@@ -7,6 +7,7 @@
 #include "policy/grant.h"
 #include "ve/ve_policy.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define VE_TPUT_MAX_PLAN  VE_POOL_MAX_LEAVES
@@ -59,6 +60,11 @@ struct tput {
 	uint64_t gap_from[VE_POLICY_MAX_CLIENTS]; /* start of its current gap (0: busy) */
 	double gap_ns[VE_POLICY_MAX_CLIENTS];	  /* running average of its gap lengths */
 };
+
+/* Whether a client's SMs may be lent: no work ready, in flight or waiting,
+ * none for lend_idle_ms (tput.c, plan_lends; tpot's lend_reserve). */
+bool ve__tput_lendable(const struct tput *t, const struct ve_policy_view *v,
+		       const struct ve_client_demand *d);
 
 /* The duty-based weight of client k (1 when duty weighting is off). */
 double ve__tput_weight(const struct tput *t, uint32_t k);

@@ -211,7 +211,10 @@ VE_TEST(shim_ved_found)
 /* prog_shim_busy under the shim through ved in a forked child, with extra
  * environment @e1 and @e2 (NULL: none); the child's exit status says
  * whether it passed. */
-static pid_t spawn_busy(const char *busy, unsigned seed, const char *e1, const char *e2)
+/* The busy client in a child process; it exits 1 if it failed, 3 if its
+ * output lacks 'expect' (NULL: nothing expected), else 0. */
+static pid_t spawn_busy_expect(const char *busy, unsigned seed, const char *e1, const char *e2,
+			       const char *expect)
 {
 	pid_t kid = fork();
 	if (kid == 0) {
@@ -224,9 +227,14 @@ static pid_t spawn_busy(const char *busy, unsigned seed, const char *e1, const c
 		sh_run(argv, &o, &g_res2);
 		if (g_res2.rc)
 			sh_dump(&g_res2);
-		_exit(g_res2.rc ? 1 : 0);
+		_exit(g_res2.rc ? 1 : expect && !strstr(g_res2.out, expect) ? 3 : 0);
 	}
 	return kid;
+}
+
+static pid_t spawn_busy(const char *busy, unsigned seed, const char *e1, const char *e2)
+{
+	return spawn_busy_expect(busy, seed, e1, e2, NULL);
 }
 
 VE_TEST(shim_ved_two)
@@ -328,26 +336,31 @@ static const struct ve_ctl_client *status_clients(const struct ve_ctl_status *s)
 	return (const void *)((const uint8_t *)(s + 1) + s->nentries * sizeof(struct ve_ctl_entry));
 }
 
-/* A poller of ved's status while a client runs: the most late ops any
- * latency-class client had. */
-struct late_poll {
+/* A poller of ved's status while clients run: the most late ops any
+ * latency-class client had, and how many polls showed a batch client with a
+ * lend wider than its grant. */
+struct status_poll {
 	_Atomic int stop;
+	unsigned every_us;
 	unsigned long long max_late;
-	int polls;
+	int polls, lent;
 };
 
-static void *poll_late(void *arg)
+static void *poll_status(void *arg)
 {
-	struct late_poll *lp = arg;
-	while (!atomic_load(&lp->stop)) {
+	struct status_poll *sp = arg;
+	while (!atomic_load(&sp->stop)) {
 		const struct ve_ctl_status *s = status();
 		for (uint32_t i = 0; s && i < s->nclients; i++) {
 			const struct ve_ctl_client *c = &status_clients(s)[i];
-			if ((c->class_flags & VE_CTL_CLASS_LATENCY) && c->late > lp->max_late)
-				lp->max_late = c->late;
+			bool lat = c->class_flags & VE_CTL_CLASS_LATENCY;
+			if (lat && c->late > sp->max_late)
+				sp->max_late = c->late;
+			if (!lat && c->lend_entry != 0xffff && c->lent_sms > c->granted_sms)
+				sp->lent++;
 		}
-		lp->polls += s != NULL;
-		usleep(10000);
+		sp->polls += s != NULL;
+		usleep(sp->every_us);
 	}
 	return NULL;
 }
@@ -387,9 +400,9 @@ VE_TEST(shim_ved_late_ops_reported)
 		char log[PATH_MAX + 64];
 		if (!start_ved_logging(log, sizeof(log), b ? "late1" : "late0"))
 			VE_SKIP("no ved in $VE_BUILD");
-		struct late_poll lp = {.max_late = 0};
+		struct status_poll lp = {.every_us = 10000};
 		pthread_t th;
-		VE_CHECK_EQ(pthread_create(&th, NULL, poll_late, &lp), 0);
+		VE_CHECK_EQ(pthread_create(&th, NULL, poll_status, &lp), 0);
 		struct sh_opts o;
 		opts_for(&o, true);
 		o.seed = 11;
@@ -433,28 +446,6 @@ VE_TEST(shim_ved_late_ops_reported)
  * SMs (ve-ctl status shows it), ved takes the lends back when requests come
  * (and logs both at exit), the server stays within its bound, and both
  * finish. */
-struct lend_poll {
-	_Atomic int stop;
-	int polls, seen;
-};
-
-static void *poll_lend(void *arg)
-{
-	struct lend_poll *lp = arg;
-	while (!atomic_load(&lp->stop)) {
-		const struct ve_ctl_status *s = status();
-		for (uint32_t i = 0; s && i < s->nclients; i++) {
-			const struct ve_ctl_client *c = &status_clients(s)[i];
-			if (!(c->class_flags & VE_CTL_CLASS_LATENCY) && c->lend_entry != 0xffff &&
-			    c->lent_sms > c->granted_sms)
-				lp->seen++;
-		}
-		lp->polls += s != NULL;
-		usleep(5000);
-	}
-	return NULL;
-}
-
 VE_TEST(shim_ved_lend_beside_bursty)
 {
 	SH_PROG(busy, "prog_shim_busy");
@@ -464,24 +455,13 @@ VE_TEST(shim_ved_lend_beside_bursty)
 	char log[PATH_MAX + 64];
 	if (!start_ved_logging(log, sizeof(log), "lend"))
 		VE_SKIP("no ved in $VE_BUILD");
-	pid_t kid = fork();
-	if (kid == 0) {
-		struct sh_opts ob;
-		opts_for(&ob, true);
-		ob.seed = 5;
-		ob.env[3] = "VETEST_SECONDS=4";
-		ob.env[4] = "VE_LEND_US=20000";
-		const char *bargv[] = {busy, NULL};
-		sh_run(bargv, &ob, &g_res2);
-		if (g_res2.rc)
-			sh_dump(&g_res2);
-		/* Its kernels really ran on the lent SMs (its exit summary). */
-		_exit(g_res2.rc ? 1 : strstr(g_res2.out, "kernels ran on SMs lent to this") ? 0 : 3);
-	}
+	/* Its kernels really ran on the lent SMs: its exit summary says so. */
+	pid_t kid = spawn_busy_expect(busy, 5, "VETEST_SECONDS=4", "VE_LEND_US=20000",
+				      "kernels ran on SMs lent to this");
 	usleep(300000);
-	struct lend_poll lp = {.polls = 0};
+	struct status_poll lp = {.every_us = 5000};
 	pthread_t th;
-	VE_CHECK_EQ(pthread_create(&th, NULL, poll_lend, &lp), 0);
+	VE_CHECK_EQ(pthread_create(&th, NULL, poll_status, &lp), 0);
 	struct sh_opts o;
 	opts_for(&o, true);
 	o.seed = 6;
@@ -514,10 +494,10 @@ VE_TEST(shim_ved_lend_beside_bursty)
 	if (f)
 		fclose(f);
 	printf("# %llu lends, %llu taken back; status showed a lend in %d of %d polls\n", lends,
-	       taken, lp.seen, lp.polls);
+	       taken, lp.lent, lp.polls);
 	VE_CHECK_MSG(found, "no grants line with lends in ved's log %s", log);
 	VE_CHECK(lends > 0 && taken > 0);
-	VE_CHECK_MSG(lp.seen > 0, "ve-ctl status never showed a lend (%d polls)", lp.polls);
+	VE_CHECK_MSG(lp.lent > 0, "ve-ctl status never showed a lend (%d polls)", lp.polls);
 	unlink(log);
 }
 

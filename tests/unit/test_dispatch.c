@@ -1342,19 +1342,29 @@ static void rk_kernel(struct ve_desc *k, uint64_t fn)
 	k->u.k.block = (struct ve_dim3){256, 1, 1};
 }
 
-/* Client 0's long kernels in flight, seen through the dispatcher's hooks. */
+/* Client 0's long kernels in flight, and where its kernels ran (on its
+ * grant or on a lend), seen through the dispatcher's hooks. */
 struct rk_watch {
 	ve_tok longs[64];
 	uint32_t nlongs, inflight, max_inflight;
+	uint32_t short_lent, long_lent, short_own, long_own; /* where client 0's kernels ran */
+	struct ve_coord *co;				     /* the run's coordinator */
 };
 
 static void rk_on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
 			 const struct ve_desc *desc)
 {
 	struct rk_watch *w = arg;
-	(void)lane;
-	if (client != 0 || desc->kind != VE_OP_KERNEL || desc->u.k.fn != RK_LONG ||
-	    w->nlongs == VE_ARRAY_SIZE(w->longs))
+	if (client != 0 || desc->kind != VE_OP_KERNEL)
+		return;
+	uint16_t ge, gl = ve_coord_lend(w->co, 0);
+	uint64_t gen;
+	ve_coord_grant(w->co, 0, &ge, &gen);
+	bool lent = VE_LANE_ENTRY(lane) == gl && gl != ge;
+	bool lng = desc->u.k.fn == RK_LONG;
+	*(lng ? (lent ? &w->long_lent : &w->long_own) : (lent ? &w->short_lent : &w->short_own)) +=
+	    1;
+	if (!lng || w->nlongs == VE_ARRAY_SIZE(w->longs))
 		return;
 	w->longs[w->nlongs++] = tok;
 	if (++w->inflight > w->max_inflight)
@@ -1372,12 +1382,20 @@ static void rk_on_complete(void *arg, uint32_t client, ve_tok tok, uint32_t lane
 }
 
 /* Two clients in grant mode, client 0 running 'iters' times [2 long, 10
- * short] (after 'lead' short ones), client 1 short kernels; returns the
- * coordinator's reclaim figures and the most long kernels client 0 had in
- * flight at once. nleaves 2: two 66-SM leaves; else the H200 split. */
-static void rk_run(const char *policy, uint32_t nleaves, int lead, int iters,
-		   struct ve_coord_stats *cs, struct rk_watch *w)
+ * short] (after 'lead' short ones), client 1 'n1' short kernels (attached
+ * with 'flags1'); returns the coordinator's figures and what the hooks saw.
+ * nleaves 2: two 66-SM leaves; else the H200 split. */
+struct rk_opts {
+	const char *policy;
+	uint32_t nleaves;
+	int lead, iters, n1;
+	uint32_t flags1;
+};
+
+static void rk_run(const struct rk_opts *o, struct ve_coord_stats *cs, struct rk_watch *w)
 {
+	const char *policy = o->policy;
+	uint32_t nleaves = o->nleaves;
 	struct ve_sim_config sc;
 	ve_sim_config_default(&sc);
 	sc.seed = 5;
@@ -1401,132 +1419,66 @@ static void rk_run(const char *policy, uint32_t nleaves, int lead, int iters,
 						      .observer_arg = w}};
 	struct ve_runtime *rt;
 	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+	w->co = ve_runtime_coord(rt);
 	struct ve_vctx *v[2];
 	ve_stream s[2];
 	for (int c = 0; c < 2; c++) {
 		struct ve_vctx_config vc = {.client_id = (uint32_t)c, .max_ops = 8192};
 		VE_CHECK_EQ(ve_vctx_create(&vc, &v[c]), 0);
-		VE_CHECK_EQ(ve_runtime_attach(rt, v[c], (uint32_t)c, 0), 0);
+		VE_CHECK_EQ(ve_runtime_attach(rt, v[c], (uint32_t)c, c ? o->flags1 : 0), 0);
 		VE_CHECK_EQ(ve_vctx_stream_create(v[c], VE_STREAM_NON_BLOCKING, 0, &s[c]), 0);
 	}
 	struct ve_desc lk, sk;
 	rk_kernel(&lk, RK_LONG);
 	rk_kernel(&sk, RK_SHORT);
-	for (int i = 0; i < lead; i++)
+	for (int i = 0; i < o->lead; i++)
 		VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &sk, 0, NULL), 0);
-	for (int i = 0; i < iters; i++) {
+	for (int i = 0; i < o->iters; i++) {
 		VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
 		VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
 		for (int j = 0; j < 10; j++)
 			VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &sk, 0, NULL), 0);
 	}
-	for (int i = 0; i < 4000; i++)
+	for (int i = 0; i < o->n1; i++)
 		VE_CHECK_EQ(ve_vctx_submit(v[1], s[1], &sk, 0, NULL), 0);
 	sim_drive_until_done(ve_runtime_dispatcher(rt), b, v, 2);
 	for (int c = 0; c < 2; c++)
 		VE_CHECK_EQ(ve_vctx_ctx_query(v[c]), 0);
 	ve_coord_stats(ve_runtime_coord(rt), cs);
 	printf("# %s, %u leaves: %llu reclaims, p50 %.1f us, p99 %.1f us, max %.1f us; at most "
-	       "%u long kernels of client 0 in flight; done at %.1f ms\n",
+	       "%u long kernels of client 0 in flight; client 0 short kernels %u lent / %u own, "
+	       "long %u lent / %u own; %llu lends, %llu taken back; done at %.1f ms\n",
 	       policy, nleaves, (unsigned long long)cs->reclaims, cs->reclaim_ns_p50 / 1e3,
-	       cs->reclaim_ns_p99 / 1e3, cs->reclaim_ns_max / 1e3, w->max_inflight,
-	       ve_sim_now(b) / 1e6);
+	       cs->reclaim_ns_p99 / 1e3, cs->reclaim_ns_max / 1e3, w->max_inflight, w->short_lent,
+	       w->short_own, w->long_lent, w->long_own, (unsigned long long)cs->lends,
+	       (unsigned long long)cs->lend_takes, ve_sim_now(b) / 1e6);
 	ve_runtime_destroy(rt);
 	for (int c = 0; c < 2; c++)
 		ve_vctx_destroy(v[c]);
 	b->ops->destroy(b);
 }
 
-/* Lending, end to end on the sim: client 1 runs a few short kernels and
- * goes idle holding its grant; client 0 runs [2 long, 10 short] kernels.
- * Its short kernels (7 us) run on the lent entry, its long ones (3 ms on
- * the whole GPU, more than the lend bound) only on its own grant: taking
- * the lend back never waits for a long kernel. */
-struct lend_watch {
-	struct ve_runtime *rt;
-	uint32_t short_lent, long_lent, short_own, long_own;
-};
-
-static void lend_on_submit(void *arg, uint32_t client, ve_tok tok, uint32_t lane,
-			   const struct ve_desc *desc)
-{
-	struct lend_watch *w = arg;
-	(void)tok;
-	if (client != 0 || desc->kind != VE_OP_KERNEL || !w->rt)
-		return;
-	struct ve_coord *co = ve_runtime_coord(w->rt);
-	uint16_t ge, gl = ve_coord_lend(co, 0);
-	uint64_t gen;
-	ve_coord_grant(co, 0, &ge, &gen);
-	bool lent = VE_LANE_ENTRY(lane) == gl && gl != ge;
-	bool lng = desc->u.k.fn == RK_LONG;
-	*(lng ? (lent ? &w->long_lent : &w->long_own) : (lent ? &w->short_lent : &w->short_own)) +=
-	    1;
-}
-
+/* Lending, end to end on the sim: client 1 (latency class) runs a few
+ * short kernels and goes idle holding its grant; client 0 runs [2 long, 10
+ * short] kernels. Its short kernels (7 us) run on the lent entry, its long
+ * ones (3 ms on the whole GPU, more than the lend bound) only on its own
+ * grant: taking the lend back never waits for a long kernel. */
 VE_TEST(grant_lend_runs_short_kernels_only)
 {
 	for (int variant = 0; variant < 2; variant++) {
-		struct ve_sim_config sc;
-		ve_sim_config_default(&sc);
-		sc.seed = 5;
-		sc.kernel_model = rk_model;
-		struct ve_backend *b;
-		VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
-		char err[512] = "";
-		struct lend_watch w = {0};
-		struct ve_runtime_config rcfg = {.daemon = "0",
-						 .policy = variant ? "tput:lend=0" : "tput",
-						 .max_clients = 2,
-						 .dispatch = {.host_inline = true,
-							      .ahead_ns = 150000,
-							      .ahead_max = 256,
-							      .lend_ns = 400000,
-							      .on_submit = lend_on_submit,
-							      .observer_arg = &w}};
-		struct ve_runtime *rt;
-		VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
-		w.rt = rt;
-		struct ve_vctx *v[2];
-		ve_stream s[2];
-		for (int c = 0; c < 2; c++) {
-			struct ve_vctx_config vc = {.client_id = (uint32_t)c, .max_ops = 8192};
-			VE_CHECK_EQ(ve_vctx_create(&vc, &v[c]), 0);
-			VE_CHECK_EQ(ve_runtime_attach(rt, v[c], (uint32_t)c, c ? VE_READY_LATENCY : 0),
-				    0);
-			VE_CHECK_EQ(ve_vctx_stream_create(v[c], VE_STREAM_NON_BLOCKING, 0, &s[c]), 0);
-		}
-		struct ve_desc lk, sk;
-		rk_kernel(&lk, RK_LONG);
-		rk_kernel(&sk, RK_SHORT);
-		for (int i = 0; i < 30; i++)
-			VE_CHECK_EQ(ve_vctx_submit(v[1], s[1], &sk, 0, NULL), 0);
-		for (int i = 0; i < 40; i++) {
-			VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
-			VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &lk, 0, NULL), 0);
-			for (int j = 0; j < 10; j++)
-				VE_CHECK_EQ(ve_vctx_submit(v[0], s[0], &sk, 0, NULL), 0);
-		}
-		sim_drive_until_done(ve_runtime_dispatcher(rt), b, v, 2);
-		for (int c = 0; c < 2; c++)
-			VE_CHECK_EQ(ve_vctx_ctx_query(v[c]), 0);
 		struct ve_coord_stats cs;
-		ve_coord_stats(ve_runtime_coord(rt), &cs);
-		printf("# %s: client 0 short kernels %u lent / %u own, long %u lent / %u own; %llu "
-		       "lends, %llu taken back; done at %.1f ms\n",
-		       rcfg.policy, w.short_lent, w.short_own, w.long_lent, w.long_own,
-		       (unsigned long long)cs.lends, (unsigned long long)cs.lend_takes,
-		       ve_sim_now(b) / 1e6);
+		struct rk_watch w;
+		rk_run(&(struct rk_opts){.policy = variant ? "tput:lend=0" : "tput",
+					 .nleaves = 16,
+					 .iters = 40,
+					 .n1 = 30,
+					 .flags1 = VE_READY_LATENCY},
+		       &cs, &w);
 		VE_CHECK_EQ(w.long_lent, 0);
 		if (variant)
 			VE_CHECK_EQ(w.short_lent, 0);
 		else
 			VE_CHECK(w.short_lent > 0 && cs.lends > 0);
-		w.rt = NULL;
-		ve_runtime_destroy(rt);
-		for (int c = 0; c < 2; c++)
-			ve_vctx_destroy(v[c]);
-		b->ops->destroy(b);
 	}
 }
 
@@ -1561,7 +1513,8 @@ VE_TEST(grant_ahead_bound_is_predicted_time_not_count)
 {
 	struct ve_coord_stats cs;
 	struct rk_watch w;
-	rk_run("fixed", 16, 40, 8, &cs, &w);
+	rk_run(&(struct rk_opts){.policy = "fixed", .nleaves = 16, .lead = 40, .iters = 8, .n1 = 4000},
+	       &cs, &w);
 	VE_CHECK_EQ(w.nlongs, 16);
 	VE_CHECK_EQ(cs.reclaims, 0); /* fixed: a static split, nothing taken */
 	VE_CHECK_MSG(w.max_inflight == 1, "%u long kernels in flight on one lane at once",
@@ -1579,12 +1532,13 @@ VE_TEST(grant_reclaim_timed_per_take_waits_for_one_kernel)
 {
 	struct ve_coord_stats cs;
 	struct rk_watch w;
-	rk_run("chaos", 2, 0, 30, &cs, &w);
+	rk_run(&(struct rk_opts){.policy = "chaos", .nleaves = 2, .iters = 30, .n1 = 4000}, &cs, &w);
 	VE_CHECK(cs.reclaims > 20);
 	VE_CHECK_MSG(cs.reclaim_ns_max <= 6000000 + 150000 + 20000,
 		     "reclaim max %.1f us with one 6 ms kernel running at a time",
 		     cs.reclaim_ns_max / 1e3);
-	rk_run("chaos", 16, 0, 30, &cs, &w);
+	rk_run(&(struct rk_opts){.policy = "chaos", .nleaves = 16, .iters = 30, .n1 = 4000}, &cs,
+	       &w);
 	VE_CHECK(cs.reclaims > 20);
 	VE_CHECK_MSG(cs.reclaim_ns_max <= 49500000 + 150000 + 20000,
 		     "reclaim max %.1f us with one 49.5 ms kernel running at a time",

@@ -374,6 +374,23 @@ VE_TEST(floor_stops_scaling)
 	b->ops->destroy(b);
 }
 
+/* Small kernels that fit side by side on one entry do not slow each other
+ * (8 SMs each, one wave: 10 us), whatever the sharing model. */
+static void small_kernels_side_by_side(const struct ve_sim_config *cfg)
+{
+	struct ve_completion c[4];
+	struct ve_backend *b = make(cfg);
+	VE_CHECK(b);
+	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
+	struct ve_desc s = kernel(8 * 8, 256);
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &s, 1), 0);
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), &s, 2), 0);
+	VE_CHECK_EQ(drain(b, c, 4), 2);
+	VE_CHECK_EQ(c[0].t_end_ns, 10000);
+	VE_CHECK_EQ(c[1].t_end_ns, 10000);
+	b->ops->destroy(b);
+}
+
 VE_TEST(overlap_sharing_conserves_work)
 {
 	struct ve_sim_config cfg = config();
@@ -448,17 +465,7 @@ VE_TEST(overlap_sharing_conserves_work)
 		     st2.sm_busy_ns);
 	b->ops->destroy(b);
 
-	/* Small kernels that fit side by side do not slow each other. */
-	b = make(&cfg);
-	VE_CHECK(b);
-	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
-	struct ve_desc s = kernel(8 * 8, 256); /* 8 SMs, one wave */
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &s, 1), 0);
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), &s, 2), 0);
-	VE_CHECK_EQ(drain(b, c, 4), 2);
-	VE_CHECK_EQ(c[0].t_end_ns, 10000);
-	VE_CHECK_EQ(c[1].t_end_ns, 10000);
-	b->ops->destroy(b);
+	small_kernels_side_by_side(&cfg);
 
 	/* With a launch cost: "about twice". */
 	cfg = config();
@@ -609,16 +616,7 @@ VE_TEST(share_in_start_order_or_latency_first)
 	}
 
 	cfg.share_model = VE_SIM_SHARE_FIFO;
-	b = make(&cfg);
-	VE_CHECK(b);
-	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
-	struct ve_desc s = kernel(8 * 8, 256); /* 8 SMs, one wave */
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &s, 1), 0);
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), &s, 2), 0);
-	VE_CHECK_EQ(drain(b, c, 4), 2);
-	VE_CHECK_EQ(c[0].t_end_ns, 10000);
-	VE_CHECK_EQ(c[1].t_end_ns, 10000);
-	b->ops->destroy(b);
+	small_kernels_side_by_side(&cfg);
 }
 
 VE_TEST(bandwidth_lone_kernel_unchanged)
