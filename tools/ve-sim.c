@@ -39,6 +39,7 @@
 #define MAX_ITEMS   8192
 #define MAX_POLICIES 8
 #define NAME_LEN    32
+#define SIM_TICK_NS 200000ull /* the coordinator's grant tick (ve_coord_config.tick_ns default) */
 
 static const char default_scenario[] =
 	"# Embedded default: two training jobs colocated; B has offload-like idle phases.\n"
@@ -1084,6 +1085,13 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 		uint64_t t_sim;
 		if (ve_sim_peek(x.b, &t_sim) == 0 && t_sim < t_next)
 			t_next = t_sim > now ? t_sim : now;
+		/* Ops waiting for a grant: the runtime's dispatcher polls while
+		 * there are any, so the coordinator ticks on time (a grant held
+		 * by a client gone idle is handed on after its hold, not at the
+		 * next completion or job wake-up, which may be a host phase
+		 * away). */
+		if (ve_dispatcher_waiting(x.d) && now + SIM_TICK_NS < t_next)
+			t_next = now + SIM_TICK_NS;
 		if (t_next <= now) {
 			/* Something is due now but nobody moved: step the sim. */
 			if (ve_sim_advance(x.b, NULL) == -ENODATA)

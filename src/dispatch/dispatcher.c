@@ -1508,6 +1508,11 @@ uint32_t ve_dispatcher_inflight(struct ve_dispatcher *d)
 	return d->ninflight;
 }
 
+uint32_t ve_dispatcher_waiting(struct ve_dispatcher *d)
+{
+	return d->wq_n;
+}
+
 /* ------------------------------------------------------------------ thread */
 
 static void *dispatcher_main(void *arg)

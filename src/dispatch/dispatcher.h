@@ -151,6 +151,11 @@ int ve_dispatcher_poll(struct ve_dispatcher *d);
 /* Nothing ready, nothing in flight, nothing queued for the host executor. */
 bool ve_dispatcher_quiescent(struct ve_dispatcher *d);
 uint32_t ve_dispatcher_inflight(struct ve_dispatcher *d);
+/* Grant mode: ops waiting for a grant (their client's grant cannot run
+ * them yet). While there are any, the dispatcher thread polls, and so
+ * ticks the coordinator, every VE_POLL_US; a driver of virtual time
+ * (ve-sim) must let it run at least every grant tick. */
+uint32_t ve_dispatcher_waiting(struct ve_dispatcher *d);
 
 /* A lookahead advisory (e.g. a decode step is about to start) for the policy. */
 int ve_dispatcher_hint(struct ve_dispatcher *d, const struct ve_hint *h);
