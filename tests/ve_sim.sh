@@ -38,13 +38,16 @@
 #                          a share of kernels on lent SMs, the grants line) and
 #                          tput:lend=0 does not; ahead_us/lend_us are the runtime's
 #                          defaults in the JSON, --lend-us and lend_us set it, 0 is refused
+#   sim_turns              the H200 host-phase pair (coloc-hostphase-dense): tput gives
+#                          the job with host phases the whole GPU in its turns (it runs
+#                          at >= 0.8 of its solo rate, 1.5 s) and beats tput:turns=0 by 10%
 #   tests/ve_sim.sh ROOT BUILD
 # Needs python3 to read the JSON (skips without it).
 set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
-     oracle_slo sim_bind_mode sim_deadlines sim_lend sim_share"
+     oracle_slo sim_bind_mode sim_deadlines sim_lend sim_share sim_turns"
 sim=$build/ve-sim
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
 	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
@@ -375,5 +378,16 @@ EOF2
 	ok sim_share
 else
 	fail sim_share "$(pyerr) $(head -c 200 "$tmp/sbad.err" 2>/dev/null)"
+fi
+
+# ---- turns (docs/policies.md, "Turns")
+hp=$root/scenarios/coloc-hostphase-dense.txt
+if run "$hp" --horizon-ms 1500 --policies tput,tput:turns=0 --json "$tmp/hp.json" --quiet \
+	>/dev/null 2>&1 &&
+	check "$tmp/hp.json" 'pol["tput"]["jobs"]["hostphase"]["normalized_throughput"]["mean"] >= 0.8' \
+		'pol["tput"]["aggregate_normalized_throughput"]["mean"] >= 1.1 * pol["tput:turns=0"]["aggregate_normalized_throughput"]["mean"]'; then
+	ok sim_turns
+else
+	fail sim_turns "$(pyerr)"
 fi
 summary

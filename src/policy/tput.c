@@ -73,6 +73,12 @@ static int parse_kv(const char *k, const char *v, void *arg)
 		t->prio = d;
 	else if (strcmp(k, "share_duty") == 0 && d >= 0 && d <= 1)
 		t->share_duty = d;
+	else if (strcmp(k, "turns") == 0 && (d == 0 || d == 1))
+		t->turns = (int)d;
+	else if (strcmp(k, "turn_duty") == 0 && d >= 0 && d <= 1)
+		t->turn_duty = d;
+	else if (strcmp(k, "turn_idle_ms") == 0 && d >= 0)
+		t->turn_idle_ns = (uint64_t)(d * 1e6);
 	else if (strcmp(k, "duty_ms") == 0 && d >= 1)
 		t->duty_tau_ns = (uint64_t)(d * 1e6);
 	else
@@ -174,6 +180,10 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 	t->prio = 1.0;
 	t->share_duty = 0.95;
 	t->duty_tau_ns = 200 * 1000000ull;
+	t->turns = 1;
+	t->turn_duty = 0.8;
+	t->turn_idle_ns = 500000ull;
+	t->turn_k = -1;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);
 	if (t->lat_idle_ns == UINT64_MAX)
@@ -387,11 +397,14 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 		if (!v->clients[k].active) {
 			t->duty_ns[k] = 0;
+			if (t->turn_k == (int32_t)k)
+				t->turn_k = -1;
 			continue;
 		}
 		bool busy = dem[k].ready || dem[k].inflight;
 		double x = busy ? 1.0 : 0.0;
 		if (!t->duty_ns[k] || v->now_ns < t->duty_ns[k]) {
+			t->peak[k] = VE_MAX(dem[k].want_sms, dem[k].min_sms);
 			t->duty[k] = 1.0;
 			t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
 			t->gap_from[k] = 0;
@@ -410,6 +423,14 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		double a = 1.0 - exp(-dt / (double)t->duty_tau_ns);
 		t->duty[k] += (x - t->duty[k]) * a;
 		t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
+		/* Its want while it runs: a host phase (or a wait for a
+		 * grant) halves want_sms every few ms, so at the start of a
+		 * GPU phase the client looks narrow for a tick or two; the
+		 * peak forgets only over time with work on the GPU. */
+		if (dem[k].inflight) {
+			double w = VE_MAX(dem[k].want_sms, dem[k].min_sms);
+			t->peak[k] = VE_MAX(w, t->peak[k] * (1.0 - a));
+		}
 	}
 }
 
@@ -418,6 +439,8 @@ static uint64_t hold_ns(const struct tput *t, uint32_t k, const struct ve_client
 {
 	if (d->flags & VE_DEMAND_LATENCY)
 		return t->lat_idle_ns;
+	if ((int32_t)k == t->turn_k)
+		return VE_MIN(t->turn_idle_ns, t->idle_ns);
 	if (t->duty_ns[k] && t->gap_ns[k] >= (double)t->idle_ns)
 		return VE_MIN(t->idle_short_ns, t->idle_ns);
 	return t->idle_ns;
@@ -505,6 +528,36 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	if (!rc)
 		plan_lends(t, v, dem, plan, avail, skip_clients, lendable);
 	return rc;
+}
+
+/* Turns. Clients whose kernels each fill the GPU (want at least 90% of
+ * the SMs while they run, kernels of share_op_us or longer) gain nothing
+ * from a split: each kernel runs as many times longer as it has fewer SMs,
+ * and one started on a narrow grant keeps those SMs for all of it (a GEMM
+ * of 31 waves on 8 SMs runs 50 ms) while the SMs its partner leaves idle
+ * wait for its next kernel. If one of them is busy at most turn_duty of
+ * the time (host phases), it gets the whole GPU while it has work and the
+ * others run in its gaps: its GPU phases run as fast as alone and every
+ * gap is filled (ve-sim, a host-phase job beside a dense one: aggregate
+ * 1.11 split, 1.13 shared, see docs/policies.md). Index into cl of the
+ * client whose turn it is, the one busy the smallest share of the time;
+ * -1 when turns do not apply. */
+static int turn_holder(struct tput *t, const struct ve_policy_view *v,
+		       const struct ve_client_demand *dem, const uint32_t *cl, uint32_t n)
+{
+	if (!t->turns || n < 2)
+		return -1;
+	int best = -1;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = cl[i];
+		if (!t->duty_ns[k] || dem[k].op_us < t->share_op_us ||
+		    t->peak[k] * 10 < (double)v->pool->total_sms * 9)
+			return -1;
+		if (best < 0 || t->duty[k] < t->duty[cl[best]] - 1e-9 ||
+		    ((int32_t)k == t->turn_k && t->duty[k] <= t->duty[cl[best]] + 1e-9))
+			best = (int)i;
+	}
+	return t->duty[cl[best]] <= t->turn_duty ? best : -1;
 }
 
 /* The grants (entries and sharing) of ve__tput_grant. */
@@ -650,10 +703,19 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		}
 		share = t->shared;
 	}
+	int turn = share || latency ? -1 : turn_holder(t, v, dem, cl, n);
+	/* The holder keeps its turn through its gaps: out of the plan once
+	 * idle turn_idle_ms (hold_ns), still the holder until it is back or
+	 * turns end (else its next tick held it idle_ms again). */
+	if (turn >= 0)
+		t->turn_k = (int32_t)cl[turn];
+	else if (n >= 2 || share || latency)
+		t->turn_k = -1;
 	/* Widest entry inside avail (the whole GPU unless tpot holds a
-	 * reservation out of it): the shared grant, or a lone client's. */
+	 * reservation out of it): the shared grant, the turn, or a lone
+	 * client's. */
 	uint16_t widest = VE_POOL_NONE;
-	if (share || (alone && n == 1))
+	if (share || turn >= 0 || (alone && n == 1))
 		for (uint32_t e = 0; e < p->nentries; e++)
 			if (!(p->e[e].leaves & ~avail) &&
 			    (widest == VE_POOL_NONE || p->e[e].sms > p->e[widest].sms))
@@ -662,6 +724,13 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		for (uint32_t i = 0; i < n; i++) {
 			plan->entry[cl[i]] = widest;
 			plan->share[cl[i]] = 1;
+		}
+		return 0;
+	}
+	if (turn >= 0 && widest != VE_POOL_NONE && p->e[widest].sms >= min[turn]) {
+		for (uint32_t i = 0; i < n; i++) {
+			plan->entry[cl[i]] = (int)i == turn ? widest : VE_POOL_NONE;
+			plan->share[cl[i]] = 0;
 		}
 		return 0;
 	}

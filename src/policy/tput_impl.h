@@ -59,6 +59,13 @@ struct tput {
 	uint64_t duty_ns[VE_POLICY_MAX_CLIENTS]; /* last update (0: not tracked) */
 	uint64_t gap_from[VE_POLICY_MAX_CLIENTS]; /* start of its current gap (0: busy) */
 	double gap_ns[VE_POLICY_MAX_CLIENTS];	  /* running average of its gap lengths */
+	/* Turns: clients whose kernels all fill the GPU take it in turns, the
+	 * one busy the smallest share of the time first (turn_holder). */
+	int turns;		/* 1: on; 0: such clients split the SMs as any others */
+	double turn_duty;	/* the first must be busy at most this share of the time */
+	uint64_t turn_idle_ns;	/* the holder keeps the GPU this long after its last work */
+	int32_t turn_k;		/* the client whose turn it is (-1: no turns now) */
+	double peak[VE_POLICY_MAX_CLIENTS];	  /* want_sms while busy, decaying over busy time */
 };
 
 /* Whether a client's SMs may be lent: no work ready, in flight or waiting,

@@ -879,6 +879,81 @@ VE_TEST(tput_grant_hold_short_for_clients_with_long_gaps)
 	VE_CHECK(holds_5ms_into_gap("", 20, 6));
 }
 
+/* Turns: two clients whose kernels are long and fill the GPU, one with host
+ * phases (busy 6 ms of every 10), one busy all the time. Once the part-time
+ * client's duty is known (at most turn_duty), it gets the whole GPU while it
+ * has work and the other client none; from the first tick of its gap
+ * (turn_idle_ms after its last work) the other gets the whole GPU. Counts,
+ * over the last 200 ticks of 1 s at 1 ms ticks, the ticks in which the plan
+ * was a split (both granted) and those in which the holder's gap was not
+ * handed on. */
+struct turn_run {
+	uint32_t split, turns_busy, turns_gap, wrong;
+};
+
+static struct turn_run run_turns(const char *args, bool latency)
+{
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", args);
+	const uint64_t ms = 1000000;
+	struct turn_run r = {0};
+	uint64_t last_busy = 0;
+	for (uint64_t i = 1; i <= 1000; i++) {
+		f.v.now_ns = i * ms;
+		bool busy = i % 10 < 6;
+		if (busy)
+			last_busy = f.v.now_ns;
+		f.dem[0] = (struct ve_client_demand){
+		    .ready = busy, .inflight = busy ? 2 : 0, .want_sms = busy ? 132 : 16,
+		    .active_ns = last_busy, .entry = f.plan.entry[0], .op_us = 450,
+		    .flags = busy && f.plan.entry[0] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 2, .want_sms = 132,
+						     .active_ns = f.v.now_ns,
+						     .entry = f.plan.entry[1], .op_us = 3000,
+						     .flags = latency ? VE_DEMAND_LATENCY : 0};
+		grant_fix_round(&f);
+		if (i <= 800)
+			continue;
+		uint16_t e0 = f.plan.entry[0], e1 = f.plan.entry[1];
+		if (e0 != VE_POOL_NONE && e1 != VE_POOL_NONE)
+			r.split++;
+		else if (busy && e0 == f.p->root && e1 == VE_POOL_NONE)
+			r.turns_busy++;
+		else if (!busy && e1 == f.p->root && e0 == VE_POOL_NONE)
+			r.turns_gap++;
+		else
+			r.wrong++;
+	}
+	grant_fix_fini(&f);
+	return r;
+}
+
+VE_TEST(tput_grant_wide_clients_take_turns_part_time_first)
+{
+	struct turn_run r = run_turns("", false);
+	VE_CHECK_MSG(r.split == 0 && r.wrong == 0 && r.turns_busy == 120 && r.turns_gap == 80,
+		     "split %u, busy turns %u, gap turns %u, other %u", r.split, r.turns_busy,
+		     r.turns_gap, r.wrong);
+	/* Off, or the part-time client busy more than turn_duty of the time:
+	 * the SMs are split while both have work, as before turns. */
+	r = run_turns("turns=0", false);
+	VE_CHECK_MSG(r.split >= 100 && r.turns_busy == 0, "split %u, busy turns %u", r.split,
+		     r.turns_busy);
+	r = run_turns("turn_duty=0.5", false);
+	VE_CHECK_MSG(r.split >= 100 && r.turns_busy == 0, "split %u, busy turns %u", r.split,
+		     r.turns_busy);
+	/* Beside a latency client: no turns (its SMs are tpot's business). */
+	r = run_turns("", true);
+	VE_CHECK_EQ(r.turns_busy, 0);
+	/* A longer hold keeps the GPU idle into the gap: handed on later. */
+	r = run_turns("turn_idle_ms=2.5", false);
+	VE_CHECK_MSG(r.turns_gap == 40 && r.turns_busy == 120 && r.wrong == 40,
+		     "busy turns %u, gap turns %u, held idle %u", r.turns_busy, r.turns_gap, r.wrong);
+	knob_refused("tput", "turns=2");
+	knob_refused("tput", "turn_duty=1.5");
+	knob_refused("tput", "turn_idle_ms=-1");
+}
+
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
 {
 	struct ve_coord *c = mk_coord("tput", false, false);
