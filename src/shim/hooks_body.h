@@ -127,6 +127,54 @@ static CUresult read_back(CUresult r, bool to_host)
 	return r;
 }
 
+/* Whether [src, src + n) lies inside one allocation of this process's
+ * device: a copy from anywhere else goes to the driver as the app made it,
+ * which reports a bad pointer at the call (a logical op would report it as
+ * a sticky error of a later one). */
+static bool device_range_ok(CUdeviceptr src, size_t n)
+{
+	unsigned int mt = 0;
+	int ord = -1;
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	return VE_CALL0(cuPointerGetAttribute, (&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, src)) ==
+		       CUDA_SUCCESS &&
+	       mt == CU_MEMORYTYPE_DEVICE &&
+	       VE_CALL0(cuPointerGetAttribute, (&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, src)) ==
+		       CUDA_SUCCESS &&
+	       ord == (int)ve__shim.dev &&
+	       VE_CALL0(cuPointerGetAttribute, (&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+						src)) == CUDA_SUCCESS &&
+	       VE_CALL0(cuPointerGetAttribute, (&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, src)) ==
+		       CUDA_SUCCESS &&
+	       src >= base && n <= size && src - base <= size - n;
+}
+
+/* A small copy from the device into pageable memory as a logical op
+ * through a pinned bounce buffer (bounce.c): it runs on the GPU right
+ * behind the stream's work and the caller waits once, then the bytes are
+ * copied to dst. False when it cannot (too large, no buffer free, a source
+ * outside this device's allocations): the caller takes the ordered
+ * pass-through, the driver's own copy. */
+static bool bounce_to_host(const struct ve_target *t, void *dst, CUdeviceptr src, size_t n,
+			   CUresult *out)
+{
+	if (!dst || !device_range_ok(src, n))
+		return false;
+	uint32_t slot;
+	void *b = ve__bounce_get(n, &slot);
+	if (!b)
+		return false;
+	CUresult r = submit_copy(t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)b, src, n, NULL, 0, true);
+	if (r == CUDA_SUCCESS) {
+		memcpy(dst, b, n);
+		atomic_fetch_add_explicit(&ve__shim.bounced, 1, memory_order_relaxed);
+	}
+	ve__bounce_put(slot);
+	*out = read_back(r, true);
+	return true;
+}
+
 /* ------------------------------------------------------------------ streams */
 
 #if !VE_PTSZ
@@ -942,8 +990,12 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 	ve__resolve_stream(s, VE_PTSZ, &t);
 	if (!t.virt)
 		return VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s));
-	if (host_kind_of(dst) == HK_PAGEABLE)
+	if (host_kind_of(dst) == HK_PAGEABLE) {
+		CUresult r;
+		if (bounce_to_host(&t, dst, src, n, &r))
+			return r;
 		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, s)), true));
+	}
 	return submit_copy(&t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0, false);
 }
 
@@ -963,6 +1015,9 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 	if (!t.virt)
 		return VE_CALL(cuMemcpyAsync, (dst, src, n, s));
 	bool dst_pageable = host_kind_of((void *)(uintptr_t)dst) == HK_PAGEABLE;
+	CUresult br;
+	if (dst_pageable && bounce_to_host(&t, (void *)(uintptr_t)dst, src, n, &br))
+		return br;
 	if (dst_pageable || host_kind_of((void *)(uintptr_t)src) == HK_PAGEABLE)
 		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpyAsync, (dst, src, n, s)), dst_pageable));
 	return submit_copy(&t, VE_CP_DEFAULT, dst, src, n, NULL, 0, false);
@@ -1063,8 +1118,11 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	if (!t.virt)
 		return VE_CALL(cuMemcpyDtoH, (dst, src, n));
 	if (host_kind_of(dst) == HK_PAGEABLE) {
+		CUresult r;
+		if (bounce_to_host(&t, dst, src, n, &r))
+			return r;
 		/* Returns only when done, so nothing later can overtake it. */
-		CUresult r = ve__barrier_begin(&t);
+		r = ve__barrier_begin(&t);
 		return r != CUDA_SUCCESS ? r : read_back(VE_CALL(cuMemcpyDtoH, (dst, src, n)), true);
 	}
 	return read_back(
@@ -1087,6 +1145,9 @@ CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	if (!t.virt)
 		return VE_CALL(cuMemcpy, (dst, src, n));
 	enum host_kind kd = host_kind_of((void *)(uintptr_t)dst);
+	CUresult br;
+	if (kd == HK_PAGEABLE && bounce_to_host(&t, (void *)(uintptr_t)dst, src, n, &br))
+		return br;
 	enum host_kind ks = host_kind_of((void *)(uintptr_t)src);
 	if (kd == HK_PAGEABLE || ks == HK_PAGEABLE)
 		BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpy, (dst, src, n)), kd == HK_PAGEABLE));

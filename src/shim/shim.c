@@ -154,6 +154,8 @@ static int load_config(struct ve_shim_config *c)
 	c->strict = (uint32_t)v;
 	bad |= env_u64("VE_PRELOAD", 1, 0, 1, &v);
 	c->preload = (uint32_t)v;
+	bad |= env_u64("VE_BOUNCE_KB", 64, 0, 16384, &v);
+	c->bounce_kb = (uint32_t)v;
 	static const char *const binds[] = {"grant", "op"};
 	bad |= env_choice("VE_BIND", binds, 2, &c->per_op);
 	bad |= env_u64("VE_TICK_US", 200, 10, 1000000, &v);
@@ -489,6 +491,12 @@ static void shim_atexit(void)
 			(unsigned long long)rs.dispatch.late_ops,
 			(double)ve__step_quantile_ns(0.50) / 1e6,
 			(double)ve__step_quantile_ns(0.99) / 1e6);
+	uint64_t nb = atomic_load(&S->bounced), nf = atomic_load(&S->bounce_full);
+	if (nb || nf)
+		VE_INFO("exit: %llu copies into pageable memory ran in stream order on the GPU "
+			"through a pinned bounce buffer (VE_BOUNCE_KB=%u), %llu found every buffer "
+			"taken and ran as ordered pass-through calls",
+			(unsigned long long)nb, S->cfg.bounce_kb, (unsigned long long)nf);
 	uint64_t bn = atomic_load(&S->barrier_done_at_once), bl = atomic_load(&S->barrier_linked);
 	if (bn || bl)
 		VE_INFO("exit: %llu ordered pass-through calls (pageable copies and the like): %llu "

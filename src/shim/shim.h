@@ -58,6 +58,7 @@ struct ve_shim_config {
 	uint32_t graphs;      /* VE_GRAPHS: enum ve_graphs_mode */
 	uint32_t strict;      /* VE_STRICT=1: any fallback at start is fatal */
 	uint32_t preload;     /* VE_PRELOAD: load a kernel on the launching thread (lazy loading) */
+	uint32_t bounce_kb;   /* VE_BOUNCE_KB: small copies into pageable memory bounce (bounce.c) */
 };
 
 /* VE_GRAPHS: where graph launches run (src/shim/graph.c). */
@@ -99,6 +100,9 @@ struct ve_shim {
 	 * the logical order: done when they returned, or linked by an event. */
 	_Atomic uint64_t barrier_done_at_once;
 	_Atomic uint64_t barrier_linked;
+	/* Copies into pageable memory that ran as logical ops through a pinned
+	 * bounce buffer (bounce.c), and those that found every buffer taken. */
+	_Atomic uint64_t bounced, bounce_full;
 	_Atomic uint64_t preloaded; /* kernels loaded on the launching thread (VE_PRELOAD) */
 };
 
@@ -188,6 +192,13 @@ CUresult ve__sticky(void);
 /* ---- barrier pass-through (docs/semantics.md, "The table": O) ---- */
 /* Waits until the logical work before this point on t's stream is done. */
 CUresult ve__barrier_begin(const struct ve_target *t);
+
+/* Pinned bounce buffers (bounce.c): a buffer of at least n bytes, its slot
+ * in *slot, or NULL (too large, all taken, none available); put it back
+ * with ve__bounce_put once the copy into it is done and read. */
+#define VE__BOUNCE_SLOTS 8
+void *ve__bounce_get(size_t n, uint32_t *slot);
+void ve__bounce_put(uint32_t slot);
 /* After the real call was enqueued on t->real: later logical work on the
  * stream waits for it (an event recorded there, waited on by a marker op). */
 CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc);

@@ -203,6 +203,18 @@ static void t_dtoh(void)
 		free(h2);
 		host_free((enum hk)k, h);
 	}
+	/* A source past the end of its allocation: refused at the call, as the
+	 * driver does, and not a sticky error of later calls (a copy into
+	 * pageable memory may run as a logical op through a bounce buffer,
+	 * which checks the range first). */
+	uint8_t small[64];
+	CHECK(cuMemcpyDtoHAsync(small, d + N - 16, sizeof(small), s_nb) != CUDA_SUCCESS);
+	CHECK(cuMemcpyDtoH(small, d + N - 16, sizeof(small)) != CUDA_SUCCESS);
+	CK(cuStreamSynchronize(s_nb));
+	CK(cuCtxSynchronize());
+	CK(cuMemcpyDtoHAsync(small, d, sizeof(small), s_nb));
+	CHECKF(*(uint32_t *)small == 0x87654321, "DtoHAsync after a refused copy read %#x",
+	       *(uint32_t *)small);
 	free(src);
 	CK(cuMemFree(d));
 	CK(cuMemFree(flag));

@@ -236,7 +236,8 @@ static const char *dtoh_exit_report(const char *env, const char *env2, const cha
  * "dtoh" checks the data and the order under every policy). */
 VE_TEST(barrier_done_at_once)
 {
-	const char *p = dtoh_exit_report(NULL, NULL, "ordered pass-through calls");
+	/* Without bounce buffers: every such copy is a pass-through. */
+	const char *p = dtoh_exit_report("VE_BOUNCE_KB=0", NULL, "ordered pass-through calls");
 	unsigned long long total = 0, at_once = 0, linked = 0;
 	VE_CHECK_MSG(sscanf(p, "exit: %llu ordered pass-through calls (pageable copies and the "
 			       "like): %llu done when they returned, %llu",
@@ -245,6 +246,33 @@ VE_TEST(barrier_done_at_once)
 	/* Eight pageable DtoH copies (two per stream), each done on return. */
 	VE_CHECK_MSG(at_once >= 8 && total == at_once + linked,
 		     "%llu calls: %llu done at once, %llu linked", total, at_once, linked);
+}
+
+/* Copies into pageable memory of up to VE_BOUNCE_KB run as logical ops
+ * through pinned bounce buffers (src/shim/bounce.c): the "dtoh" test's
+ * eight async ones of 4 KiB (two per stream), two sync ones and one made
+ * after two copies from past an allocation's end, which are refused at the
+ * call and not bounced (prog_shim_memory checks the data and order). With
+ * 2 KiB buffers only that last one (64 bytes) is: the pass-through path
+ * runs the others. */
+static unsigned long long bounced(const char *env)
+{
+	const char *p = dtoh_exit_report(env, NULL, "through a pinned bounce buffer");
+	unsigned long long n = 0, full = 0;
+	VE_CHECK_MSG(sscanf(p, "exit: %llu copies into pageable memory ran in stream order on the "
+			       "GPU through a pinned bounce buffer (VE_BOUNCE_KB=%*u), %llu found",
+			    &n, &full) == 2,
+		     "exit report not understood: %.200s", p);
+	VE_CHECK_EQ(full, 0);
+	return n;
+}
+
+VE_TEST(bounce_pageable_dtoh)
+{
+	unsigned long long n = bounced(NULL);
+	VE_CHECK_MSG(n == 11, "%llu copies bounced", n);
+	n = bounced("VE_BOUNCE_KB=2");
+	VE_CHECK_MSG(n == 1, "%llu copies bounced with 2 KiB buffers", n);
 }
 
 static unsigned long long idle_sleeps(const char *spin)
