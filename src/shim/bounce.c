@@ -39,9 +39,15 @@ static int bounce_alloc(void)
 	if (st == 0) {
 		size_t sz = (size_t)ve__shim.cfg.bounce_kb * 1024;
 		void *p = NULL;
-		CUresult r = sz ? ve__real.cuMemHostAlloc(&p, sz * VE__BOUNCE_SLOTS,
-							  CU_MEMHOSTALLOC_PORTABLE)
-				: CUDA_ERROR_INVALID_VALUE;
+		CUresult r = CUDA_ERROR_INVALID_VALUE;
+		/* In the virtualized context, whatever is current on this
+		 * thread (portable: usable from every context). */
+		if (sz && ve__real.cuCtxPushCurrent(ve__shim.ctx) == CUDA_SUCCESS) {
+			r = ve__real.cuMemHostAlloc(&p, sz * VE__BOUNCE_SLOTS,
+						    CU_MEMHOSTALLOC_PORTABLE);
+			CUcontext popped;
+			ve__real.cuCtxPopCurrent(&popped);
+		}
 		if (r == CUDA_SUCCESS && p) {
 			bounce_mem = p;
 			bounce_size = sz;
