@@ -20,6 +20,7 @@ PLAN=(
   "serve-graphs|tput,tput:lend=0,tpot:reserve=32,tpot_ms=2.5,standing=0,tpot:reserve=32,tpot_ms=2.5,standing=0,adapt=1,tpot:reserve=64,tpot_ms=2.5,standing=0,tpot:reserve=64,tpot_ms=2.5,lend_reserve=1,fixed,whole|"
   "coloc-hostphase-dense|tput,tput:turns=0,fixed,whole|"
   "coloc-dense-dense|tput,tput:turns=0,fixed,whole|"
+  "coloc-three|tput,tput:turns=0,fixed,whole|"
 )
 
 run() { # name policies extra-args...

@@ -530,34 +530,120 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	return rc;
 }
 
+/* Widest entry whose leaves are all inside 'inside' (VE_POOL_NONE: none). */
+static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
+{
+	uint16_t w = VE_POOL_NONE;
+	for (uint32_t e = 0; e < p->nentries; e++)
+		if (!(p->e[e].leaves & ~inside) && (w == VE_POOL_NONE || p->e[e].sms > p->e[w].sms))
+			w = (uint16_t)e;
+	return w;
+}
+
 /* Turns. Clients whose kernels each fill the GPU (want at least 90% of
  * the SMs while they run, kernels of share_op_us or longer) gain nothing
  * from a split: each kernel runs as many times longer as it has fewer SMs,
  * and one started on a narrow grant keeps those SMs for all of it (a GEMM
  * of 31 waves on 8 SMs runs 50 ms) while the SMs its partner leaves idle
  * wait for its next kernel. If one of them is busy at most turn_duty of
- * the time (host phases), it gets the whole GPU while it has work and the
- * others run in its gaps: its GPU phases run as fast as alone and every
- * gap is filled (ve-sim, a host-phase job beside a dense one: aggregate
- * 1.11 split, 1.13 shared, see docs/policies.md). Index into cl of the
- * client whose turn it is, the one busy the smallest share of the time;
- * -1 when turns do not apply. */
+ * the time (host phases), it gets the GPU while it has work and the other
+ * wide clients run in its gaps: its GPU phases run as fast as alone and
+ * every gap is filled (ve-sim, a host-phase job beside a dense one:
+ * aggregate 1.36 against 1.16 split, 1.13 shared, docs/policies.md).
+ * Clients of narrow kernels keep SMs of their own beside the turns.
+ * Index into cl of the client to get the GPU (what the narrow ones leave)
+ * with wide[] set for every wide client, or -1 when turns do not apply:
+ * the client whose turn it is (the wide one busy the smallest share of
+ * the time, if at most turn_duty, with two wide clients or more), or,
+ * while it is away (in a gap, out of cl), the one wide client left, which
+ * runs in its gap (*away set). *here: the holder is in cl. While the
+ * holder waits for its target's SMs (pinned, not in cl) no other wide
+ * client gets SMs: -1, and the caller plans the turn with no one to
+ * place. */
 static int turn_holder(struct tput *t, const struct ve_policy_view *v,
-		       const struct ve_client_demand *dem, const uint32_t *cl, uint32_t n)
+		       const struct ve_client_demand *dem, const uint32_t *cl, uint32_t n,
+		       bool holder_pinned, bool *wide, bool *away, bool *here)
 {
-	if (!t->turns || n < 2)
+	*away = *here = false;
+	if (!t->turns)
 		return -1;
 	int best = -1;
+	uint32_t nw = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t k = cl[i];
-		if (!t->duty_ns[k] || dem[k].op_us < t->share_op_us ||
-		    t->peak[k] * 10 < (double)v->pool->total_sms * 9)
-			return -1;
+		*here |= (int32_t)k == t->turn_k;
+		wide[i] = t->duty_ns[k] && dem[k].op_us >= t->share_op_us &&
+			  t->peak[k] * 10 >= (double)v->pool->total_sms * 9;
+		if (!wide[i])
+			continue;
+		nw++;
 		if (best < 0 || t->duty[k] < t->duty[cl[best]] - 1e-9 ||
 		    ((int32_t)k == t->turn_k && t->duty[k] <= t->duty[cl[best]] + 1e-9))
 			best = (int)i;
 	}
-	return t->duty[cl[best]] <= t->turn_duty ? best : -1;
+	if (holder_pinned)
+		return -1;
+	if (nw >= 2 && t->duty[cl[best]] <= t->turn_duty)
+		return best;
+	if (nw == 1 && t->turn_k >= 0 && !*here) {
+		*away = true;
+		return best;
+	}
+	return -1;
+}
+
+/* The plan for turns (turn_holder): the narrow clients keep their current
+ * grants where those still fit, else get planned grants inside avail; the
+ * client at index turn (none if turn < 0) gets the widest entry of what is
+ * left, the other wide clients none. False (plan untouched) if that entry
+ * cannot run the turn's work. */
+static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
+		       struct ve_grant_plan *plan, const uint32_t *cl, uint32_t n, const bool *wide,
+		       int turn, const uint32_t *want, const uint32_t *min, const double *weight,
+		       const uint16_t *cur)
+{
+	uint16_t out[VE_POLICY_MAX_CLIENTS];
+	uint32_t ncl[VE_POLICY_MAX_CLIENTS], nwant[VE_POLICY_MAX_CLIENTS],
+	    nmin[VE_POLICY_MAX_CLIENTS], idx[VE_POLICY_MAX_CLIENTS], nn = 0;
+	double nweight[VE_POLICY_MAX_CLIENTS];
+	uint16_t ncand[VE_POLICY_MAX_CLIENTS];
+	uint64_t left = avail;
+	for (uint32_t i = 0; i < n; i++) {
+		out[i] = VE_POOL_NONE;
+		if (wide[i])
+			continue;
+		uint64_t l = cur[i] != VE_POOL_NONE ? p->e[cur[i]].leaves : ~0ull;
+		if (cur[i] != VE_POOL_NONE && !plan->share[cl[i]] && !(l & ~left) &&
+		    p->e[cur[i]].sms >= min[i]) {
+			out[i] = cur[i];
+			left &= ~l;
+			continue;
+		}
+		ncl[nn] = cl[i];
+		nwant[nn] = want[i];
+		nmin[nn] = min[i];
+		nweight[nn] = weight[i];
+		idx[nn++] = i;
+	}
+	if (nn) {
+		ve__grant_plan(&t->gt, p, left, ncl, nn, nwant, nmin, nweight, ncand);
+		for (uint32_t j = 0; j < nn; j++) {
+			out[idx[j]] = ncand[j];
+			if (ncand[j] != VE_POOL_NONE)
+				left &= ~p->e[ncand[j]].leaves;
+		}
+	}
+	if (turn >= 0) {
+		uint16_t w = widest_inside(p, left);
+		if (w == VE_POOL_NONE || p->e[w].sms < min[turn])
+			return false;
+		out[turn] = w;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		plan->entry[cl[i]] = out[i];
+		plan->share[cl[i]] = 0;
+	}
+	return true;
 }
 
 /* The grants (entries and sharing) of ve__tput_grant. */
@@ -703,34 +789,27 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		}
 		share = t->shared;
 	}
-	int turn = share || latency ? -1 : turn_holder(t, v, dem, cl, n);
+	bool wide[VE_POLICY_MAX_CLIENTS], away = false, here = false;
+	bool holder_pinned = t->turn_k >= 0 && (pinned[t->turn_k / 64] >> (t->turn_k % 64) & 1);
+	int turn = share || latency ? -1
+				    : turn_holder(t, v, dem, cl, n, holder_pinned, wide, &away, &here);
 	/* The holder keeps its turn through its gaps: out of the plan once
 	 * idle turn_idle_ms (hold_ns), still the holder until it is back or
 	 * turns end (else its next tick held it idle_ms again). */
-	if (turn >= 0)
+	if (turn >= 0 && !away)
 		t->turn_k = (int32_t)cl[turn];
-	else if (n >= 2 || share || latency)
+	else if (turn < 0 && (here || share || latency))
 		t->turn_k = -1;
+	if ((turn >= 0 || (holder_pinned && !share && !latency && t->turns)) &&
+	    plan_turns(t, p, avail, plan, cl, n, wide, turn, want, min, weight, cur))
+		return 0;
 	/* Widest entry inside avail (the whole GPU unless tpot holds a
-	 * reservation out of it): the shared grant, the turn, or a lone
-	 * client's. */
-	uint16_t widest = VE_POOL_NONE;
-	if (share || turn >= 0 || (alone && n == 1))
-		for (uint32_t e = 0; e < p->nentries; e++)
-			if (!(p->e[e].leaves & ~avail) &&
-			    (widest == VE_POOL_NONE || p->e[e].sms > p->e[widest].sms))
-				widest = (uint16_t)e;
+	 * reservation out of it): the shared grant, or a lone client's. */
+	uint16_t widest = share || (alone && n == 1) ? widest_inside(p, avail) : VE_POOL_NONE;
 	if (share && widest != VE_POOL_NONE) {
 		for (uint32_t i = 0; i < n; i++) {
 			plan->entry[cl[i]] = widest;
 			plan->share[cl[i]] = 1;
-		}
-		return 0;
-	}
-	if (turn >= 0 && widest != VE_POOL_NONE && p->e[widest].sms >= min[turn]) {
-		for (uint32_t i = 0; i < n; i++) {
-			plan->entry[cl[i]] = (int)i == turn ? widest : VE_POOL_NONE;
-			plan->share[cl[i]] = 0;
 		}
 		return 0;
 	}

@@ -383,17 +383,23 @@ struct grant_fix {
 	struct ve_grant_plan plan;
 };
 
-static void grant_fix_init(struct grant_fix *f, const char *policy, const char *args)
+static void grant_fix_init_n(struct grant_fix *f, const char *policy, const char *args,
+			     uint32_t nclients)
 {
 	memset(f, 0, sizeof(*f));
 	f->c = mk_coord("tput", false, false);
-	add_clients(f->c, 2);
+	add_clients(f->c, nclients);
 	f->v = *ve_coord_view(f->c);
 	f->p = f->v.pool;
 	f->ops = ve_policy_builtin(policy);
 	VE_CHECK(f->ops && f->ops->grant);
 	VE_CHECK_EQ(f->ops->init(args, &f->v, &f->priv), 0);
 	plan_clear(&f->plan);
+}
+
+static void grant_fix_init(struct grant_fix *f, const char *policy, const char *args)
+{
+	grant_fix_init_n(f, policy, args, 2);
 }
 
 static void grant_fix_round(struct grant_fix *f)
@@ -889,43 +895,73 @@ VE_TEST(tput_grant_hold_short_for_clients_with_long_gaps)
  * handed on. */
 struct turn_run {
 	uint32_t split, turns_busy, turns_gap, wrong;
+	uint32_t narrow_moves; /* with a narrow third client: ticks its grant changed or was none */
 };
 
-static struct turn_run run_turns(const char *args, bool latency)
+/* lag: a grant takes effect a tick after the plan names it (its SMs
+ * drain meanwhile), so a target in transition is planned as one. */
+static struct turn_run run_turns_n(const char *args, bool latency, bool narrow, bool lag)
 {
 	struct grant_fix f;
-	grant_fix_init(&f, "tput", args);
+	grant_fix_init_n(&f, "tput", args, narrow ? 3 : 2);
 	const uint64_t ms = 1000000;
 	struct turn_run r = {0};
 	uint64_t last_busy = 0;
+	uint16_t eff[3] = {VE_POOL_NONE, VE_POOL_NONE, VE_POOL_NONE};
 	for (uint64_t i = 1; i <= 1000; i++) {
+		uint16_t planned[3] = {f.plan.entry[0], f.plan.entry[1], f.plan.entry[2]};
 		f.v.now_ns = i * ms;
 		bool busy = i % 10 < 6;
 		if (busy)
 			last_busy = f.v.now_ns;
 		f.dem[0] = (struct ve_client_demand){
 		    .ready = busy, .inflight = busy ? 2 : 0, .want_sms = busy ? 132 : 16,
-		    .active_ns = last_busy, .entry = f.plan.entry[0], .op_us = 450,
-		    .flags = busy && f.plan.entry[0] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+		    .active_ns = last_busy, .entry = lag ? eff[0] : f.plan.entry[0], .op_us = 450,
+		    .flags = busy && (lag ? eff[0] : f.plan.entry[0]) == VE_POOL_NONE
+				     ? VE_DEMAND_WAITING
+				     : 0};
 		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 2, .want_sms = 132,
 						     .active_ns = f.v.now_ns,
-						     .entry = f.plan.entry[1], .op_us = 3000,
+						     .entry = lag ? eff[1] : f.plan.entry[1],
+						     .op_us = 3000,
 						     .flags = latency ? VE_DEMAND_LATENCY : 0};
+		/* A launch-bound client of small kernels (8 SMs' worth). */
+		uint16_t e2_was = f.plan.entry[2];
+		if (narrow)
+			f.dem[2] = (struct ve_client_demand){.ready = 1, .inflight = 1, .want_sms = 8,
+							     .active_ns = f.v.now_ns,
+							     .entry = lag ? eff[2] : f.plan.entry[2],
+							     .op_us = 10};
 		grant_fix_round(&f);
+		memcpy(eff, planned, sizeof(eff));
 		if (i <= 800)
 			continue;
-		uint16_t e0 = f.plan.entry[0], e1 = f.plan.entry[1];
+		uint16_t e0 = f.plan.entry[0], e1 = f.plan.entry[1], e2 = f.plan.entry[2];
+		if (narrow) {
+			r.narrow_moves += e2 == VE_POOL_NONE || e2 != e2_was;
+			/* Its SMs are its own: never inside the turn's entry. */
+			uint64_t l2 = e2 != VE_POOL_NONE ? f.p->e[e2].leaves : 0;
+			if ((e0 != VE_POOL_NONE && (f.p->e[e0].leaves & l2)) ||
+			    (e1 != VE_POOL_NONE && (f.p->e[e1].leaves & l2)))
+				r.wrong++;
+		}
+		uint16_t whole = narrow && e2 != VE_POOL_NONE ? f.p->e[e2].remainder : f.p->root;
 		if (e0 != VE_POOL_NONE && e1 != VE_POOL_NONE)
 			r.split++;
-		else if (busy && e0 == f.p->root && e1 == VE_POOL_NONE)
+		else if (busy && e0 == whole && e1 == VE_POOL_NONE)
 			r.turns_busy++;
-		else if (!busy && e1 == f.p->root && e0 == VE_POOL_NONE)
+		else if (!busy && e1 == whole && e0 == VE_POOL_NONE)
 			r.turns_gap++;
 		else
 			r.wrong++;
 	}
 	grant_fix_fini(&f);
 	return r;
+}
+
+static struct turn_run run_turns(const char *args, bool latency)
+{
+	return run_turns_n(args, latency, false, false);
 }
 
 VE_TEST(tput_grant_wide_clients_take_turns_part_time_first)
@@ -949,6 +985,21 @@ VE_TEST(tput_grant_wide_clients_take_turns_part_time_first)
 	r = run_turns("turn_idle_ms=2.5", false);
 	VE_CHECK_MSG(r.turns_gap == 40 && r.turns_busy == 120 && r.wrong == 40,
 		     "busy turns %u, gap turns %u, held idle %u", r.turns_busy, r.turns_gap, r.wrong);
+	/* A client of narrow kernels beside them keeps its own leaf all along;
+	 * the turns take everything else (the leaf's remainder entry). */
+	r = run_turns_n("", false, true, false);
+	VE_CHECK_MSG(r.split == 0 && r.wrong == 0 && r.turns_busy == 120 && r.turns_gap == 80 &&
+			     r.narrow_moves == 0,
+		     "split %u, busy turns %u, gap turns %u, other %u, narrow moved %u", r.split,
+		     r.turns_busy, r.turns_gap, r.wrong, r.narrow_moves);
+	/* ... also while grants take a tick to take effect: a holder waiting
+	 * for its SMs is still the holder (its partner gets none of them, the
+	 * narrow client keeps its own). */
+	r = run_turns_n("", false, true, true);
+	VE_CHECK_MSG(r.split == 0 && r.wrong == 0 && r.turns_busy >= 100 && r.turns_gap >= 60 &&
+			     r.narrow_moves == 0,
+		     "lag: split %u, busy turns %u, gap turns %u, other %u, narrow moved %u",
+		     r.split, r.turns_busy, r.turns_gap, r.wrong, r.narrow_moves);
 	knob_refused("tput", "turns=2");
 	knob_refused("tput", "turn_duty=1.5");
 	knob_refused("tput", "turn_idle_ms=-1");
