@@ -403,8 +403,15 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		}
 		bool busy = dem[k].ready || dem[k].inflight;
 		double x = busy ? 1.0 : 0.0;
-		if (!t->duty_ns[k] || v->now_ns < t->duty_ns[k]) {
+		/* A slot that another client took between two ticks: its
+		 * completion count restarted. */
+		bool reused = v->clients[k].completed < t->seen_done[k];
+		t->seen_done[k] = v->clients[k].completed;
+		if (!t->duty_ns[k] || v->now_ns < t->duty_ns[k] || reused) {
+			if (t->turn_k == (int32_t)k)
+				t->turn_k = -1;
 			t->peak[k] = VE_MAX(dem[k].want_sms, dem[k].min_sms);
+			t->away[k] = 0;
 			t->duty[k] = 1.0;
 			t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
 			t->gap_from[k] = 0;
@@ -422,14 +429,20 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		double dt = (double)(v->now_ns - t->duty_ns[k]);
 		double a = 1.0 - exp(-dt / (double)t->duty_tau_ns);
 		t->duty[k] += (x - t->duty[k]) * a;
+		/* Away: in a gap longer than turn_idle_ms, the time a turn
+		 * holder leaves to the others (turn_holder). */
+		double xa = !busy && t->gap_from[k] && v->now_ns - t->gap_from[k] >= t->turn_idle_ns;
+		t->away[k] += (xa - t->away[k]) * a;
 		t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
 		/* Its want while it runs: a host phase (or a wait for a
 		 * grant) halves want_sms every few ms, so at the start of a
 		 * GPU phase the client looks narrow for a tick or two; the
-		 * peak forgets only over time with work on the GPU. */
+		 * peak forgets only over time with work on the GPU (a tick's
+		 * worth at most: no tick for long says nothing about it). */
 		if (dem[k].inflight) {
 			double w = VE_MAX(dem[k].want_sms, dem[k].min_sms);
-			t->peak[k] = VE_MAX(w, t->peak[k] * (1.0 - a));
+			double ap = dt < 1e6 ? a : 1.0 - exp(-1e6 / (double)t->duty_tau_ns);
+			t->peak[k] = VE_MAX(w, t->peak[k] * (1.0 - ap));
 		}
 	}
 }
@@ -545,29 +558,36 @@ static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
  * from a split: each kernel runs as many times longer as it has fewer SMs,
  * and one started on a narrow grant keeps those SMs for all of it (a GEMM
  * of 31 waves on 8 SMs runs 50 ms) while the SMs its partner leaves idle
- * wait for its next kernel. If one of them is busy at most turn_duty of
- * the time (host phases), it gets the GPU while it has work and the other
- * wide clients run in its gaps: its GPU phases run as fast as alone and
- * every gap is filled (ve-sim, a host-phase job beside a dense one:
- * aggregate 1.36 against 1.16 split, 1.13 shared, docs/policies.md).
+ * wait for its next kernel. If one of them spends at least 1 - turn_duty
+ * of the time in gaps longer than turn_idle_ms (host phases: 'away'), it
+ * gets the GPU while it has work and the other wide clients run in its
+ * gaps: its GPU phases run as fast as alone and every gap is filled
+ * (ve-sim, a host-phase job beside a dense one: aggregate 1.36 against
+ * 1.16 split, 1.13 shared, docs/policies.md). The partners get the time it
+ * is away, so short gaps (a launch-bound loop busy 70% of the time in
+ * 0.3 ms gaps) start no turns: its partner would never get the GPU.
  * Clients of narrow kernels keep SMs of their own beside the turns.
- * Index into cl of the client to get the GPU (what the narrow ones leave)
+ *
+ * Index into cl of the client to get the GPU (what the narrow ones leave),
  * with wide[] set for every wide client, or -1 when turns do not apply:
- * the client whose turn it is (the wide one busy the smallest share of
- * the time, if at most turn_duty, with two wide clients or more), or,
- * while it is away (in a gap, out of cl), the one wide client left, which
- * runs in its gap (*away set). *here: the holder is in cl. While the
- * holder waits for its target's SMs (pinned, not in cl) no other wide
- * client gets SMs: -1, and the caller plans the turn with no one to
- * place. */
+ * the holder (the wide client away the largest share of the time; the
+ * current holder while within TURN_MARGIN of that), with two wide clients
+ * or more; or, while the holder is away (in a gap, out of cl), the one wide
+ * client left, which runs in its gap (*away set) and takes the turn over
+ * (*pass set) if it is away about as much as the holder: two alike jobs
+ * then alternate instead of one always running first. *here: the holder
+ * is in cl. While the holder waits for its target's SMs (pinned, not in
+ * cl) no other wide client gets SMs: -1, and the caller plans the turn
+ * with no one to place. */
+#define TURN_MARGIN 0.1
 static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 		       const struct ve_client_demand *dem, const uint32_t *cl, uint32_t n,
-		       bool holder_pinned, bool *wide, bool *away, bool *here)
+		       bool holder_pinned, bool *wide, bool *away, bool *pass, bool *here)
 {
-	*away = *here = false;
+	*away = *pass = *here = false;
 	if (!t->turns)
 		return -1;
-	int best = -1;
+	int best = -1, cur = -1;
 	uint32_t nw = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t k = cl[i];
@@ -577,16 +597,23 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 		if (!wide[i])
 			continue;
 		nw++;
-		if (best < 0 || t->duty[k] < t->duty[cl[best]] - 1e-9 ||
-		    ((int32_t)k == t->turn_k && t->duty[k] <= t->duty[cl[best]] + 1e-9))
+		if ((int32_t)k == t->turn_k)
+			cur = (int)i;
+		if (best < 0 || t->away[k] > t->away[cl[best]])
 			best = (int)i;
 	}
 	if (holder_pinned)
 		return -1;
-	if (nw >= 2 && t->duty[cl[best]] <= t->turn_duty)
-		return best;
+	double need = 1.0 - t->turn_duty;
+	if (nw >= 2) {
+		if (cur >= 0 && t->away[cl[cur]] + TURN_MARGIN >= t->away[cl[best]])
+			best = cur;
+		return t->away[cl[best]] >= need ? best : -1;
+	}
 	if (nw == 1 && t->turn_k >= 0 && !*here) {
 		*away = true;
+		*pass = t->away[cl[best]] >= need &&
+			t->away[cl[best]] + TURN_MARGIN >= t->away[t->turn_k];
 		return best;
 	}
 	return -1;
@@ -612,9 +639,12 @@ static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
 		out[i] = VE_POOL_NONE;
 		if (wide[i])
 			continue;
+		/* Its current grant if it still fits and is not far more than
+		 * it wants (a grant from before its want fell would keep
+		 * those SMs from the turns for as long as they last). */
 		uint64_t l = cur[i] != VE_POOL_NONE ? p->e[cur[i]].leaves : ~0ull;
 		if (cur[i] != VE_POOL_NONE && !plan->share[cl[i]] && !(l & ~left) &&
-		    p->e[cur[i]].sms >= min[i]) {
+		    p->e[cur[i]].sms >= min[i] && p->e[cur[i]].sms <= 2 * want[i]) {
 			out[i] = cur[i];
 			left &= ~l;
 			continue;
@@ -634,8 +664,12 @@ static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
 		}
 	}
 	if (turn >= 0) {
-		uint16_t w = widest_inside(p, left);
-		if (w == VE_POOL_NONE || p->e[w].sms < min[turn])
+		/* Turns pay only if the turn takes most of the GPU: narrow
+		 * clients that want a quarter of it or more leave the wide
+		 * ones a split instead. */
+		uint16_t w = widest_inside(p, left), all = widest_inside(p, avail);
+		if (w == VE_POOL_NONE || p->e[w].sms < min[turn] ||
+		    p->e[w].sms * 4 < p->e[all].sms * 3)
 			return false;
 		out[turn] = w;
 	}
@@ -789,19 +823,21 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		}
 		share = t->shared;
 	}
-	bool wide[VE_POLICY_MAX_CLIENTS], away = false, here = false;
+	bool wide[VE_POLICY_MAX_CLIENTS], away = false, pass = false, here = false;
 	bool holder_pinned = t->turn_k >= 0 && (pinned[t->turn_k / 64] >> (t->turn_k % 64) & 1);
 	int turn = share || latency ? -1
-				    : turn_holder(t, v, dem, cl, n, holder_pinned, wide, &away, &here);
+				    : turn_holder(t, v, dem, cl, n, holder_pinned, wide, &away,
+						  &pass, &here);
 	/* The holder keeps its turn through its gaps: out of the plan once
 	 * idle turn_idle_ms (hold_ns), still the holder until it is back or
 	 * turns end (else its next tick held it idle_ms again). */
-	if (turn >= 0 && !away)
+	bool turned = (turn >= 0 || (holder_pinned && !share && !latency && t->turns)) &&
+		      plan_turns(t, p, avail, plan, cl, n, wide, turn, want, min, weight, cur);
+	if (turned && turn >= 0 && (!away || pass))
 		t->turn_k = (int32_t)cl[turn];
-	else if (turn < 0 && (here || share || latency))
+	else if (!turned && (here || share || latency || turn >= 0))
 		t->turn_k = -1;
-	if ((turn >= 0 || (holder_pinned && !share && !latency && t->turns)) &&
-	    plan_turns(t, p, avail, plan, cl, n, wide, turn, want, min, weight, cur))
+	if (turned)
 		return 0;
 	/* Widest entry inside avail (the whole GPU unless tpot holds a
 	 * reservation out of it): the shared grant, or a lone client's. */

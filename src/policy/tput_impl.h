@@ -62,10 +62,12 @@ struct tput {
 	/* Turns: clients whose kernels all fill the GPU take it in turns, the
 	 * one busy the smallest share of the time first (turn_holder). */
 	int turns;		/* 1: on; 0: such clients split the SMs as any others */
-	double turn_duty;	/* the first must be busy at most this share of the time */
+	double turn_duty;	/* the holder must be away at least 1 - this share of the time */
 	uint64_t turn_idle_ns;	/* the holder keeps the GPU this long after its last work */
 	int32_t turn_k;		/* the client whose turn it is (-1: no turns now) */
 	double peak[VE_POLICY_MAX_CLIENTS];	  /* want_sms while busy, decaying over busy time */
+	double away[VE_POLICY_MAX_CLIENTS];	  /* share of time in gaps longer than turn_idle_ns */
+	uint64_t seen_done[VE_POLICY_MAX_CLIENTS]; /* its completions at the last tick (slot reuse) */
 };
 
 /* Whether a client's SMs may be lent: no work ready, in flight or waiting,

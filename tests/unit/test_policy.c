@@ -981,9 +981,10 @@ VE_TEST(tput_grant_wide_clients_take_turns_part_time_first)
 	/* Beside a latency client: no turns (its SMs are tpot's business). */
 	r = run_turns("", true);
 	VE_CHECK_EQ(r.turns_busy, 0);
-	/* A longer hold keeps the GPU idle into the gap: handed on later. */
-	r = run_turns("turn_idle_ms=2.5", false);
-	VE_CHECK_MSG(r.turns_gap == 40 && r.turns_busy == 120 && r.wrong == 40,
+	/* A longer hold keeps the GPU idle into the gap: handed on later (and
+	 * the holder is away less of the time: 0.2, so turn_duty 0.9). */
+	r = run_turns("turn_idle_ms=1.5,turn_duty=0.9", false);
+	VE_CHECK_MSG(r.turns_gap == 60 && r.turns_busy == 120 && r.wrong == 20,
 		     "busy turns %u, gap turns %u, held idle %u", r.turns_busy, r.turns_gap, r.wrong);
 	/* A client of narrow kernels beside them keeps its own leaf all along;
 	 * the turns take everything else (the leaf's remainder entry). */
@@ -1003,6 +1004,79 @@ VE_TEST(tput_grant_wide_clients_take_turns_part_time_first)
 	knob_refused("tput", "turns=2");
 	knob_refused("tput", "turn_duty=1.5");
 	knob_refused("tput", "turn_idle_ms=-1");
+}
+
+/* A progress model of two wide clients (kernels fill the GPU, 1 ms each)
+ * under the grants: client k needs gpu_ms of whole-GPU time per step (less
+ * SMs, proportionally longer), then host_ms on the host; a grant takes
+ * effect a tick (0.2 ms) after the plan names it. Steps of each in 10 s. */
+static void turn_progress(const char *args, const double *gpu_ms, const double *host_ms,
+			  uint32_t *steps)
+{
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", args);
+	const double tick_ms = 0.2;
+	double left[2] = {gpu_ms[0], gpu_ms[1]}, host[2] = {0, 0};
+	uint64_t last[2] = {0, 0};
+	uint16_t eff[2] = {VE_POOL_NONE, VE_POOL_NONE};
+	steps[0] = steps[1] = 0;
+	for (uint64_t i = 1; i <= 50000; i++) {
+		f.v.now_ns = i * 200000;
+		for (int k = 0; k < 2; k++) {
+			bool busy = host[k] <= 0;
+			if (busy)
+				last[k] = f.v.now_ns;
+			f.dem[k] = (struct ve_client_demand){
+			    .ready = busy, .inflight = busy && eff[k] != VE_POOL_NONE ? 2 : 0,
+			    .want_sms = 132, .active_ns = last[k], .entry = eff[k], .op_us = 1000,
+			    .flags = busy && eff[k] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+		}
+		grant_fix_round(&f);
+		for (int k = 0; k < 2; k++) {
+			if (host[k] > 0) {
+				host[k] -= tick_ms;
+				continue;
+			}
+			if (eff[k] != VE_POOL_NONE)
+				left[k] -= tick_ms * f.p->e[eff[k]].sms / 132.0;
+			if (left[k] <= 1e-9) {
+				steps[k]++;
+				left[k] = gpu_ms[k];
+				host[k] = host_ms[k];
+			}
+			eff[k] = f.plan.entry[k];
+		}
+	}
+	grant_fix_fini(&f);
+}
+
+/* Turns never leave a wide client without SMs for good: a partner whose
+ * gaps are shorter than turn_idle_ms (busy 0.5 ms, 0.3 ms idle, duty 0.6)
+ * starts no turns (it would never leave the GPU); two alike jobs with
+ * host phases alternate, neither runs first all the time; and a job with
+ * long host phases beside a dense one still gets its turns. */
+VE_TEST(tput_grant_turns_leave_no_wide_client_starved)
+{
+	uint32_t on[2], off[2];
+	double g_short[2] = {0.5, 30}, h_short[2] = {0.3, 0};
+	turn_progress("", g_short, h_short, on);
+	turn_progress("turns=0", g_short, h_short, off);
+	VE_CHECK_MSG(on[1] * 10 >= off[1] * 9, "dense partner: %u steps with turns, %u without",
+		     on[1], off[1]);
+	double g_sym[2] = {3, 3}, h_sym[2] = {3, 3};
+	turn_progress("", g_sym, h_sym, on);
+	turn_progress("turns=0", g_sym, h_sym, off);
+	VE_CHECK_MSG(on[0] * 10 <= on[1] * 13 && on[1] * 10 <= on[0] * 13,
+		     "alike jobs: %u and %u steps", on[0], on[1]);
+	VE_CHECK_MSG(on[0] + on[1] >= off[0] + off[1], "alike jobs: %u+%u with turns, %u+%u without",
+		     on[0], on[1], off[0], off[1]);
+	double g_hp[2] = {3, 30}, h_hp[2] = {3, 0};
+	turn_progress("", g_hp, h_hp, on);
+	turn_progress("turns=0", g_hp, h_hp, off);
+	VE_CHECK_MSG(on[0] > off[0] && on[0] * 30.0 / 10 + on[1] * 30.0 / 10 >
+					 off[0] * 30.0 / 10 + off[1] * 30.0 / 10,
+		     "host-phase job %u (%u without turns), dense %u (%u)", on[0], off[0], on[1],
+		     off[1]);
 }
 
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
