@@ -18,7 +18,10 @@
  * VE_BOUNCE_KB (default 64; 0 = off) is the largest copy bounced and the
  * size of each of VE__BOUNCE_SLOTS buffers, allocated together at the first
  * such copy (pinned, portable). A copy that is larger, or finds every slot
- * taken, or finds no pinned memory, goes through the ordered pass-through.
+ * taken, or finds no pinned memory, or comes while a stream capture is
+ * open (the driver decides what it does to the capture), or reads managed
+ * memory (the driver knows which stream that is attached to) goes through
+ * the ordered pass-through.
  */
 #include "shim/shim.h"
 #include "util/util.h"
@@ -43,8 +46,17 @@ static int bounce_alloc(void)
 		/* In the virtualized context, whatever is current on this
 		 * thread (portable: usable from every context). */
 		if (sz && ve__real.cuCtxPushCurrent(ve__shim.ctx) == CUDA_SUCCESS) {
+			/* Relaxed on this thread: a capture another thread runs
+			 * in global mode is neither refused nor invalidated by
+			 * this allocation. */
+			CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+			bool exchanged = ve__real.cuThreadExchangeStreamCaptureMode &&
+					 ve__real.cuThreadExchangeStreamCaptureMode(&mode) ==
+					     CUDA_SUCCESS;
 			r = ve__real.cuMemHostAlloc(&p, sz * VE__BOUNCE_SLOTS,
 						    CU_MEMHOSTALLOC_PORTABLE);
+			if (exchanged)
+				ve__real.cuThreadExchangeStreamCaptureMode(&mode);
 			CUcontext popped;
 			ve__real.cuCtxPopCurrent(&popped);
 		}
@@ -65,9 +77,15 @@ static int bounce_alloc(void)
 	return st;
 }
 
+bool ve__bounce_fits(size_t n)
+{
+	return n && n <= (size_t)ve__shim.cfg.bounce_kb * 1024 &&
+	       atomic_load_explicit(&bounce_state, memory_order_relaxed) >= 0;
+}
+
 void *ve__bounce_get(size_t n, uint32_t *slot)
 {
-	if (!n || n > (size_t)ve__shim.cfg.bounce_kb * 1024)
+	if (!ve__bounce_fits(n))
 		return NULL;
 	int st = atomic_load_explicit(&bounce_state, memory_order_acquire);
 	if (st == 0)

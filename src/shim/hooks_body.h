@@ -133,13 +133,16 @@ static CUresult read_back(CUresult r, bool to_host)
  * a sticky error of a later one). */
 static bool device_range_ok(CUdeviceptr src, size_t n)
 {
-	unsigned int mt = 0;
+	unsigned int mt = 0, managed = 1;
 	int ord = -1;
 	CUdeviceptr base = 0;
 	size_t size = 0;
 	return VE_CALL0(cuPointerGetAttribute, (&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, src)) ==
 		       CUDA_SUCCESS &&
 	       mt == CU_MEMORYTYPE_DEVICE &&
+	       VE_CALL0(cuPointerGetAttribute, (&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, src)) ==
+		       CUDA_SUCCESS &&
+	       !managed &&
 	       VE_CALL0(cuPointerGetAttribute, (&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, src)) ==
 		       CUDA_SUCCESS &&
 	       ord == (int)ve__shim.dev &&
@@ -153,13 +156,14 @@ static bool device_range_ok(CUdeviceptr src, size_t n)
 /* A small copy from the device into pageable memory as a logical op
  * through a pinned bounce buffer (bounce.c): it runs on the GPU right
  * behind the stream's work and the caller waits once, then the bytes are
- * copied to dst. False when it cannot (too large, no buffer free, a source
- * outside this device's allocations): the caller takes the ordered
- * pass-through, the driver's own copy. */
+ * copied to dst. False when it cannot (too large, no buffer free, a stream
+ * capture open, a source outside this device's allocations or managed):
+ * the caller takes the ordered pass-through, the driver's own copy. */
 static bool bounce_to_host(const struct ve_target *t, void *dst, CUdeviceptr src, size_t n,
 			   CUresult *out)
 {
-	if (!dst || !device_range_ok(src, n))
+	if (!dst || !ve__bounce_fits(n) ||
+	    atomic_load_explicit(&ve__shim.captures, memory_order_acquire) || !device_range_ok(src, n))
 		return false;
 	uint32_t slot;
 	void *b = ve__bounce_get(n, &slot);
@@ -345,6 +349,7 @@ static _Atomic uint32_t next_capture_group = 1;
 static void capture_begun(CUstream s)
 {
 	uint32_t g = atomic_fetch_add(&next_capture_group, 1);
+	atomic_fetch_add(&ve__shim.captures, 1);
 	if (s == CU_STREAM_PER_THREAD || (s == NULL && VE_PTSZ))
 		ve__ptds_capture_set(g);
 	else
@@ -400,6 +405,7 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 		ve__emap_end_capture(group);
 		if (ve__ptds_capture() == group)
 			ve__ptds_capture_set(0);
+		atomic_fetch_sub(&ve__shim.captures, 1);
 	}
 	return r;
 }

@@ -103,6 +103,10 @@ struct ve_shim {
 	/* Copies into pageable memory that ran as logical ops through a pinned
 	 * bounce buffer (bounce.c), and those that found every buffer taken. */
 	_Atomic uint64_t bounced, bounce_full;
+	/* Stream captures begun and not yet ended: while any is open, copies
+	 * into pageable memory go to the driver, which decides what they do
+	 * to a capture (bounce_to_host). */
+	_Atomic uint32_t captures;
 	_Atomic uint64_t preloaded; /* kernels loaded on the launching thread (VE_PRELOAD) */
 };
 
@@ -195,8 +199,10 @@ CUresult ve__barrier_begin(const struct ve_target *t);
 
 /* Pinned bounce buffers (bounce.c): a buffer of at least n bytes, its slot
  * in *slot, or NULL (too large, all taken, none available); put it back
- * with ve__bounce_put once the copy into it is done and read. */
+ * with ve__bounce_put once the copy into it is done and read.
+ * ve__bounce_fits: whether a copy of n bytes may get one at all (cheap). */
 #define VE__BOUNCE_SLOTS 8
+bool ve__bounce_fits(size_t n);
 void *ve__bounce_get(size_t n, uint32_t *slot);
 void ve__bounce_put(uint32_t slot);
 /* After the real call was enqueued on t->real: later logical work on the

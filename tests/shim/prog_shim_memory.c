@@ -215,6 +215,22 @@ static void t_dtoh(void)
 	CK(cuMemcpyDtoHAsync(small, d, sizeof(small), s_nb));
 	CHECKF(*(uint32_t *)small == 0x87654321, "DtoHAsync after a refused copy read %#x",
 	       *(uint32_t *)small);
+	/* While a capture is open (on another stream), a copy into pageable
+	 * memory goes to the driver, which decides what it does to the
+	 * capture; it is not bounced (test_shim_config counts those). */
+	CUstream cs, other;
+	CK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
+	memset(small, 0, sizeof(small));
+	CK(cuMemcpyDtoHAsync(small, d, sizeof(small), other));
+	CHECKF(*(uint32_t *)small == 0x87654321, "DtoHAsync during a capture read %#x",
+	       *(uint32_t *)small);
+	CUgraph g;
+	CK(cuStreamEndCapture(cs, &g));
+	CK(cuGraphDestroy(g));
+	CK(cuStreamDestroy(cs));
+	CK(cuStreamDestroy(other));
 	free(src);
 	CK(cuMemFree(d));
 	CK(cuMemFree(flag));
