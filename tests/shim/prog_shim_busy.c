@@ -4,8 +4,29 @@
  * holds its SMs ~1 ms in the fake driver) for VETEST_SECONDS seconds
  * (default 2), checking the result as it goes. tests/ved_ops.sh runs two of
  * them under ved to have clients with grants, leases and waits to measure.
+ * VETEST_WIDE=MS: the slow kernels are as wide as the GPU (4096 blocks of
+ * 256 threads) and hold it MS ms, as a training job's GEMMs do;
+ * VETEST_BURST=N and VETEST_HOST_MS=MS: after every N rounds the host
+ * works MS ms (a host phase: data loading, an optimizer on the CPU).
  */
 #include "prog_shim.h"
+
+static uint32_t env_u32(const char *name, uint32_t def, uint32_t max)
+{
+	const char *e = getenv(name);
+	long v = e ? atol(e) : (long)def;
+	return v >= 0 && v <= (long)max ? (uint32_t)v : def;
+}
+
+static void slow_step(CUstream s, CUdeviceptr p, uint32_t v, uint32_t wide_ms)
+{
+	if (!wide_ms) {
+		slow_set(s, p, v, 1);
+		return;
+	}
+	void *args[] = {&p, &v, &wide_ms};
+	CK(cuLaunchKernel(f_slow, 4096, 1, 1, 256, 1, 1, 0, s, args, NULL));
+}
 
 int main(void)
 {
@@ -14,6 +35,9 @@ int main(void)
 	double secs = e ? atof(e) : 2.0;
 	if (!(secs > 0 && secs < 600))
 		secs = 2.0;
+	uint32_t wide_ms = env_u32("VETEST_WIDE", 0, 1000);
+	uint32_t burst = env_u32("VETEST_BURST", 0, 1u << 20);
+	uint32_t host_ms = env_u32("VETEST_HOST_MS", 0, 10000);
 	CUstream s[2];
 	CK(cuStreamCreate(&s[0], CU_STREAM_NON_BLOCKING));
 	CK(cuStreamCreate(&s[1], CU_STREAM_NON_BLOCKING));
@@ -22,7 +46,7 @@ int main(void)
 	uint32_t rounds = 0;
 	while (now_ns() < end && !failures) {
 		for (int k = 0; k < 2; k++) {
-			slow_set(s[k], p + 4 * (CUdeviceptr)k, rounds, 1);
+			slow_step(s[k], p + 4 * (CUdeviceptr)k, rounds, wide_ms);
 			add(s[k], p + 4 * (CUdeviceptr)k, 1, 1);
 		}
 		for (int k = 0; k < 2; k++) {
@@ -31,6 +55,8 @@ int main(void)
 			       rounds);
 		}
 		rounds++;
+		if (burst && host_ms && rounds % burst == 0)
+			sleep_us(host_ms * 1000);
 		if (rounds % 256 == 0)
 			scan_launch_log(); /* the fake's launch log holds 4096 */
 	}

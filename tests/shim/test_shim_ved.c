@@ -21,6 +21,9 @@
  *   shim_ved_late_ops_reported  a latency client's ops late for their
  *                       deadline (VE_TPOT_MS) show in ved's status while it
  *                       runs and in ved's log when it leaves; none when on time
+ *   shim_ved_turns_host_phases_first  two processes of GPU-wide kernels, one
+ *                       with host phases: ved grants them the GPU in turns,
+ *                       the host-phase one while it runs, never both at once
  * Needs $VE_BUILD/ved, libve.so, the fake libcuda and the programs; skips
  * otherwise.
  */
@@ -508,6 +511,90 @@ static const struct ve_ctl_client *status_client(const struct ve_ctl_status *s, 
 		if (status_clients(s)[i].pid == pid)
 			return &status_clients(s)[i];
 	return NULL;
+}
+
+/* Turns through ved (docs/policies.md, "Turns"): two processes whose kernels
+ * are as wide as the GPU and hold it 2 ms (the fake's), one with host
+ * phases (4 rounds, then 15 ms on the host), one busy all the time. Once
+ * ved has seen their duty, ve-ctl status shows the whole GPU granted to the
+ * one with host phases while it runs and none to the other, and the
+ * reverse in its host phases; never both on the GPU at once. Both finish
+ * and check their results. */
+struct turn_poll {
+	_Atomic int stop;
+	int polls, a_turn, b_gap, both;
+};
+
+static void *poll_turns(void *arg)
+{
+	struct turn_poll *tp = arg;
+	while (!atomic_load(&tp->stop)) {
+		const struct ve_ctl_status *s = status();
+		/* The dense client joined first: the older of the two. */
+		const struct ve_ctl_client *a = NULL, *b = NULL;
+		if (s && s->nclients == 2) {
+			a = &status_clients(s)[0];
+			b = &status_clients(s)[1];
+			if (a->age_ns > b->age_ns) {
+				const struct ve_ctl_client *x = a;
+				a = b;
+				b = x;
+			}
+		}
+		if (a && b) {
+			tp->polls++;
+			tp->a_turn += a->granted_sms == 132 && b->granted_sms == 0;
+			tp->b_gap += b->granted_sms == 132 && a->granted_sms == 0;
+			tp->both += a->granted_sms && b->granted_sms;
+		}
+		usleep(2000);
+	}
+	return NULL;
+}
+
+VE_TEST(shim_ved_turns_host_phases_first)
+{
+	SH_PROG(busy, "prog_shim_busy");
+	if (!sh_locate())
+		VE_SKIP("libve.so or the fake libcuda is not built in $VE_BUILD");
+	NEED_VED();
+	pid_t dense = spawn_busy(busy, 5, "VETEST_SECONDS=4", "VETEST_WIDE=2");
+	usleep(200000);
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct sh_opts o;
+		opts_for(&o, true);
+		o.seed = 6;
+		o.env[3] = "VETEST_SECONDS=3";
+		o.env[4] = "VETEST_WIDE=2";
+		o.env[5] = "VETEST_BURST=4";
+		o.env[6] = "VETEST_HOST_MS=15";
+		const char *argv[] = {busy, NULL};
+		sh_run(argv, &o, &g_res);
+		if (g_res.rc)
+			sh_dump(&g_res);
+		_exit(g_res.rc ? 1 : 0);
+	}
+	/* After a second, when their duties are known. */
+	usleep(1000000);
+	struct turn_poll tp = {0};
+	pthread_t th;
+	VE_CHECK_EQ(pthread_create(&th, NULL, poll_turns, &tp), 0);
+	int st = 0, st2 = 0;
+	waitpid(kid, &st, 0);
+	atomic_store(&tp.stop, 1);
+	pthread_join(th, NULL);
+	waitpid(dense, &st2, 0);
+	printf("# %d polls: host-phase job's turn %d, dense in its gap %d, both granted %d\n",
+	       tp.polls, tp.a_turn, tp.b_gap, tp.both);
+	VE_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the host-phase client failed");
+	VE_CHECK_MSG(WIFEXITED(st2) && WEXITSTATUS(st2) == 0, "the dense client failed");
+	VE_CHECK_MSG(tp.polls >= 100, "only %d status polls", tp.polls);
+	VE_CHECK_MSG(tp.a_turn * 10 >= tp.polls && tp.b_gap * 10 >= tp.polls,
+		     "turns: %d of %d polls the host-phase job's, %d the dense job's", tp.a_turn,
+		     tp.polls, tp.b_gap);
+	VE_CHECK_MSG(tp.both * 10 <= tp.polls, "both granted in %d of %d polls", tp.both,
+		     tp.polls);
 }
 
 static double mono_ms(void)
