@@ -182,7 +182,11 @@ struct ve_client_demand {
 
 struct ve_grant_plan {
 	uint16_t entry[VE_POLICY_MAX_CLIENTS]; /* per client: the entry to grant, VE_POOL_NONE */
-	uint8_t share[VE_POLICY_MAX_CLIENTS];  /* 1: may overlap other clients marked share */
+	/* Per client, VE_GRANT_* bits: SHARE, may overlap other clients
+	 * marked SHARE; YIELD (ABI 3), the grant fills another client's gaps
+	 * and is taken back as soon as the policy says, not held hold_ns
+	 * while its client has work (policies before it write 0 or 1). */
+	uint8_t share[VE_POLICY_MAX_CLIENTS];
 	/* ABI 3: per client, an entry lent for short kernels (VE_POOL_NONE: none).
 	 * It contains the client's grant and may overlap other clients' grants
 	 * (SMs they hold and do not use now); the client binds there only
@@ -195,6 +199,10 @@ struct ve_grant_plan {
 	 * Policies built for ABI 2 never lend. */
 	uint16_t lend[VE_POLICY_MAX_CLIENTS];
 };
+
+/* ve_grant_plan.share bits. */
+#define VE_GRANT_SHARE (1u << 0)
+#define VE_GRANT_YIELD (1u << 1)
 
 /* Select flags. */
 #define VE_BIND_SHARE (1u << 0) /* allow sharing a leased entry with other ops/clients */

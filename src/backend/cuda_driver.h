@@ -97,6 +97,7 @@
 	X(cuMemHostGetDevicePointer)                                                               \
 	X(cuMemGetInfo)                                                                            \
 	X(cuPointerGetAttribute)                                                                   \
+	X(cuPointerGetAttributes)                                                                  \
 	X(cuMemcpy)                                                                                \
 	X(cuMemcpyAsync)                                                                           \
 	X(cuMemcpyHtoD)                                                                            \

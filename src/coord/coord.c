@@ -30,6 +30,10 @@ struct grant_client {
 	uint16_t entry;	     /* granted now (VE_POOL_NONE) */
 	uint16_t want;	     /* the policy's target; differs from entry while its SMs drain */
 	uint8_t share, want_share;
+	/* The grant fills another client's gaps (VE_GRANT_YIELD): taken back
+	 * at once, not held hold_ns while the client has work. want_yield:
+	 * the policy's for its target; yield: the grant's in effect. */
+	bool yield, want_yield;
 	/* An entry lent for short kernels (ve_grant_plan.lend): it contains
 	 * entry, and its other SMs may be held by others that do not use them
 	 * now. want_lend: the policy's; lend: in effect (admitted once no other
@@ -1178,6 +1182,7 @@ static int admit_pending(struct ve_coord *c)
 			usage_note(c, g);
 			g->entry = g->want;
 			g->share = g->want_share;
+			g->yield = g->want_yield;
 			g->entry_ns = coord_now(c);
 			g->gen++;
 			if (g->closing)
@@ -1192,10 +1197,16 @@ static int admit_pending(struct ve_coord *c)
 /* Moves a client's target to T: an entry that is not inside T is taken
  * away now (its running work drains where it is); a growth keeps serving
  * until T's SMs are free. */
-static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t share)
+static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t bits)
 {
 	struct grant_client *g = &c->gc[k];
+	uint8_t share = bits & VE_GRANT_SHARE ? 1 : 0;
+	bool yield = bits & VE_GRANT_YIELD;
 	if (t == g->want && share == g->want_share) {
+		/* Same SMs: a change of yield alone drains nothing. */
+		g->want_yield = yield;
+		if (g->entry == g->want)
+			g->yield = yield;
 		g->held = false;
 		return 0;
 	}
@@ -1214,9 +1225,11 @@ static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t shar
 	 * was otherwise lost on the next tick (a client that needs the whole
 	 * GPU, beside one that always has work ready, held it one tick in
 	 * twelve, two drains a cycle). An idle client loses it at once; a move
-	 * to another entry follows the rule above. */
+	 * to another entry follows the rule above. A grant that fills another
+	 * client's gaps (VE_GRANT_YIELD, tput's turns) is not held: its owner
+	 * back from a short gap would otherwise wait hold_ns for it. */
 	const struct ve_client_demand *d = &c->dem[k];
-	if (t == VE_POOL_NONE && g->entry != VE_POOL_NONE && g->entry == g->want &&
+	if (t == VE_POOL_NONE && g->entry != VE_POOL_NONE && g->entry == g->want && !g->yield &&
 	    (d->ready || d->inflight) && now - g->entry_ns < c->hold_ns) {
 		g->held = true;
 		return 0;
@@ -1225,6 +1238,7 @@ static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t shar
 	g->want_ns = now;
 	g->want = t;
 	g->want_share = share;
+	g->want_yield = yield;
 	if (g->entry == VE_POOL_NONE || g->entry == t)
 		return 0;
 	uint64_t tl = leaves_of(c, t), el = leaves_of(c, g->entry);
@@ -1257,7 +1271,10 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 			if (on && (c->cl[k].flags & VE_READY_LATENCY))
 				c->dem[k].flags |= VE_DEMAND_LATENCY;
 			c->plan.entry[k] = on ? g->want : VE_POOL_NONE;
-			c->plan.share[k] = on ? g->want_share : 0;
+			c->plan.share[k] =
+			    on ? (uint8_t)((g->want_share ? VE_GRANT_SHARE : 0) |
+					   (g->want_yield ? VE_GRANT_YIELD : 0))
+			       : 0;
 			/* Lends last while the policy asks for them: one that
 			 * never writes plan.lend (a reload to fixed) ends them. */
 			c->plan.lend[k] = VE_POOL_NONE;
@@ -1275,7 +1292,11 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 						c->pol_name, k, t);
 					continue;
 				}
-				changes += grant_target(c, k, t, c->plan.share[k] ? 1 : 0);
+				/* Policies before ABI 3 wrote any non-zero for share. */
+				uint8_t bits = c->pol->abi_version >= 3
+						   ? c->plan.share[k]
+						   : (c->plan.share[k] ? VE_GRANT_SHARE : 0);
+				changes += grant_target(c, k, t, bits);
 				changes += lend_target(c, k, lends ? c->plan.lend[k] : VE_POOL_NONE);
 			}
 		}

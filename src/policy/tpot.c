@@ -138,7 +138,9 @@ static int tpot_kv(const char *k, const char *val, void *arg)
 		t->lend_reserve = d == 1;
 	else if (strcmp(k, "min_gain") == 0 || strcmp(k, "starve_ms") == 0 ||
 		 strcmp(k, "idle_ms") == 0 || strcmp(k, "hysteresis") == 0 ||
-		 strcmp(k, "lend") == 0 || strcmp(k, "lend_idle_ms") == 0) {
+		 strcmp(k, "lend") == 0 || strcmp(k, "lend_idle_ms") == 0 ||
+		 strcmp(k, "turns") == 0 || strcmp(k, "turn_duty") == 0 ||
+		 strcmp(k, "turn_idle_ms") == 0) {
 		size_t n = strlen(t->tput_args);
 		snprintf(t->tput_args + n, sizeof(t->tput_args) - n, "%s%s=%s", n ? "," : "", k,
 			 val);

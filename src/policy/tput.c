@@ -188,6 +188,7 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 	int rc = ve__policy_parse_args(args, parse_kv, t);
 	if (t->lat_idle_ns == UINT64_MAX)
 		t->lat_idle_ns = (t->lend ? 50 : 10) * 1000000ull;
+	t->turn_hold_ns = t->turn_idle_ns;
 	if (!rc)
 		rc = build_tables(t, v->pool);
 	if (!rc)
@@ -431,7 +432,7 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		t->duty[k] += (x - t->duty[k]) * a;
 		/* Away: in a gap longer than turn_idle_ms, the time a turn
 		 * holder leaves to the others (turn_holder). */
-		double xa = !busy && t->gap_from[k] && v->now_ns - t->gap_from[k] >= t->turn_idle_ns;
+		double xa = !busy && t->gap_from[k] && v->now_ns - t->gap_from[k] >= t->turn_hold_ns;
 		t->away[k] += (xa - t->away[k]) * a;
 		t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
 		/* Its want while it runs: a host phase (or a wait for a
@@ -453,7 +454,7 @@ static uint64_t hold_ns(const struct tput *t, uint32_t k, const struct ve_client
 	if (d->flags & VE_DEMAND_LATENCY)
 		return t->lat_idle_ns;
 	if ((int32_t)k == t->turn_k)
-		return VE_MIN(t->turn_idle_ns, t->idle_ns);
+		return VE_MIN(t->turn_hold_ns, t->idle_ns);
 	if (t->duty_ns[k] && t->gap_ns[k] >= (double)t->idle_ns)
 		return VE_MIN(t->idle_short_ns, t->idle_ns);
 	return t->idle_ns;
@@ -504,7 +505,8 @@ static void plan_lends(const struct tput *t, const struct ve_policy_view *v,
 			mine |= p->e[d->entry].leaves;
 		/* Not lent: what a busy, skipped or sharing client holds, and a
 		 * grant in transition (its SMs are being handed over). */
-		if (!ve__tput_lendable(t, v, d) || skipped(skip_clients, k) || plan->share[k] ||
+		if (!ve__tput_lendable(t, v, d) || skipped(skip_clients, k) ||
+		    (plan->share[k] & VE_GRANT_SHARE) ||
 		    plan->entry[k] != d->entry)
 			idle &= ~mine;
 	}
@@ -516,7 +518,7 @@ static void plan_lends(const struct tput *t, const struct ve_policy_view *v,
 		uint16_t own = plan->entry[k];
 		if (!v->clients[k].active || skipped(skip_clients, k) ||
 		    (d->flags & VE_DEMAND_LATENCY) || own >= p->nentries || own != d->entry ||
-		    plan->share[k] || !(d->ready || d->inflight))
+		    (plan->share[k] & VE_GRANT_SHARE) || !(d->ready || d->inflight))
 			continue;
 		uint64_t ol = p->e[own].leaves, free = (idle & ~lent) | ol;
 		uint16_t best = VE_POOL_NONE;
@@ -572,7 +574,7 @@ static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
  * with wide[] set for every wide client, or -1 when turns do not apply:
  * the holder (the wide client away the largest share of the time; the
  * current holder while within TURN_MARGIN of that), with two wide clients
- * or more; or, while the holder is away (in a gap, out of cl), the one wide
+ * (exactly); or, while the holder is away (in a gap, out of cl), the one wide
  * client left, which runs in its gap (*away set) and takes the turn over
  * (*pass set) if it is away about as much as the holder: two alike jobs
  * then alternate instead of one always running first. *here: the holder
@@ -588,7 +590,7 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 	if (!t->turns)
 		return -1;
 	int best = -1, cur = -1;
-	uint32_t nw = 0;
+	uint32_t nw = 0, op_max = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t k = cl[i];
 		*here |= (int32_t)k == t->turn_k;
@@ -597,15 +599,27 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 		if (!wide[i])
 			continue;
 		nw++;
+		op_max = VE_MAX(op_max, (uint32_t)dem[k].op_us);
 		if ((int32_t)k == t->turn_k)
 			cur = (int)i;
 		if (best < 0 || t->away[k] > t->away[cl[best]])
 			best = (int)i;
 	}
+	/* The hand-over rule (ski rental): the holder's gap is handed on once
+	 * it has lasted as long as what taking the GPU back costs the holder,
+	 * a partner's kernel (the longest mean of the wide clients), and at
+	 * least turn_idle_ms. So a gap shorter than a partner's kernel never
+	 * makes the holder wait for one, and a long one loses at most that
+	 * much; 'away' counts gaps past this point. */
+	if (nw >= 2)
+		t->turn_hold_ns = VE_MAX(t->turn_idle_ns, (uint64_t)op_max * 1000);
 	if (holder_pinned)
 		return -1;
 	double need = 1.0 - t->turn_duty;
-	if (nw >= 2) {
+	/* Two wide clients: with three or more, the ones waiting while a
+	 * third runs in the holder's gap count as busy, are never away, and
+	 * one of them would never get the GPU (a split serves them all). */
+	if (nw == 2) {
 		if (cur >= 0 && t->away[cl[cur]] + TURN_MARGIN >= t->away[cl[best]])
 			best = cur;
 		return t->away[cl[best]] >= need ? best : -1;
@@ -626,8 +640,8 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
  * cannot run the turn's work. */
 static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
 		       struct ve_grant_plan *plan, const uint32_t *cl, uint32_t n, const bool *wide,
-		       int turn, const uint32_t *want, const uint32_t *min, const double *weight,
-		       const uint16_t *cur)
+		       int turn, bool yield, const uint32_t *want, const uint32_t *min,
+		       const double *weight, const uint16_t *cur)
 {
 	uint16_t out[VE_POLICY_MAX_CLIENTS];
 	uint32_t ncl[VE_POLICY_MAX_CLIENTS], nwant[VE_POLICY_MAX_CLIENTS],
@@ -639,12 +653,14 @@ static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
 		out[i] = VE_POOL_NONE;
 		if (wide[i])
 			continue;
-		/* Its current grant if it still fits and is not far more than
-		 * it wants (a grant from before its want fell would keep
-		 * those SMs from the turns for as long as they last). */
+		/* Its current grant if it still fits and is within a factor
+		 * of two of what it wants (a grant from before its want fell
+		 * would keep those SMs from the turns for as long as they
+		 * last; one from before it rose would keep it narrow). */
 		uint64_t l = cur[i] != VE_POOL_NONE ? p->e[cur[i]].leaves : ~0ull;
-		if (cur[i] != VE_POOL_NONE && !plan->share[cl[i]] && !(l & ~left) &&
-		    p->e[cur[i]].sms >= min[i] && p->e[cur[i]].sms <= 2 * want[i]) {
+		uint32_t cs = cur[i] != VE_POOL_NONE ? p->e[cur[i]].sms : 0;
+		if (cur[i] != VE_POOL_NONE && !(plan->share[cl[i]] & VE_GRANT_SHARE) && !(l & ~left) &&
+		    cs >= min[i] && cs <= 2 * want[i] && cs * 2 >= want[i]) {
 			out[i] = cur[i];
 			left &= ~l;
 			continue;
@@ -675,7 +691,7 @@ static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		plan->entry[cl[i]] = out[i];
-		plan->share[cl[i]] = 0;
+		plan->share[cl[i]] = (int)i == turn && yield ? VE_GRANT_YIELD : 0;
 	}
 	return true;
 }
@@ -720,7 +736,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		const struct ve_client_demand *d = &dem[k];
 		uint16_t tg = plan->entry[k];
 		if (!v->clients[k].active || tg == VE_POOL_NONE || tg >= p->nentries ||
-		    plan->share[k] || tg == d->entry || p->e[tg].sms < d->min_sms ||
+		    (plan->share[k] & VE_GRANT_SHARE) || tg == d->entry || p->e[tg].sms < d->min_sms ||
 		    !(d->ready || (d->flags & VE_DEMAND_WAITING)) || (p->e[tg].leaves & ~avail))
 			continue;
 		pinned[k / 64] |= 1ull << (k % 64);
@@ -831,8 +847,11 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 	/* The holder keeps its turn through its gaps: out of the plan once
 	 * idle turn_idle_ms (hold_ns), still the holder until it is back or
 	 * turns end (else its next tick held it idle_ms again). */
+	/* A partner in the holder's gap fills it: its grant yields at once
+	 * when the holder is back (VE_GRANT_YIELD). */
 	bool turned = (turn >= 0 || (holder_pinned && !share && !latency && t->turns)) &&
-		      plan_turns(t, p, avail, plan, cl, n, wide, turn, want, min, weight, cur);
+		      plan_turns(t, p, avail, plan, cl, n, wide, turn, away && !pass, want, min,
+				 weight, cur);
 	if (turned && turn >= 0 && (!away || pass))
 		t->turn_k = (int32_t)cl[turn];
 	else if (!turned && (here || share || latency || turn >= 0))
@@ -845,7 +864,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 	if (share && widest != VE_POOL_NONE) {
 		for (uint32_t i = 0; i < n; i++) {
 			plan->entry[cl[i]] = widest;
-			plan->share[cl[i]] = 1;
+			plan->share[cl[i]] = VE_GRANT_SHARE;
 		}
 		return 0;
 	}
@@ -862,7 +881,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 	for (uint32_t i = 0; i < n && !force; i++) {
 		uint64_t l = cur[i] != VE_POOL_NONE ? p->e[cur[i]].leaves : 0;
 		if (cur[i] == VE_POOL_NONE || (l & seen) || (l & ~avail) || p->e[cur[i]].sms < min[i] ||
-		    plan->share[cl[i]])
+		    (plan->share[cl[i]] & VE_GRANT_SHARE))
 			force = true;
 		seen |= l;
 	}

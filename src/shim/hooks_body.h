@@ -137,19 +137,15 @@ static bool device_range_ok(CUdeviceptr src, size_t n)
 	int ord = -1;
 	CUdeviceptr base = 0;
 	size_t size = 0;
-	return VE_CALL0(cuPointerGetAttribute, (&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, src)) ==
-		       CUDA_SUCCESS &&
-	       mt == CU_MEMORYTYPE_DEVICE &&
-	       VE_CALL0(cuPointerGetAttribute, (&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, src)) ==
-		       CUDA_SUCCESS &&
-	       !managed &&
-	       VE_CALL0(cuPointerGetAttribute, (&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, src)) ==
-		       CUDA_SUCCESS &&
-	       ord == (int)ve__shim.dev &&
-	       VE_CALL0(cuPointerGetAttribute, (&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-						src)) == CUDA_SUCCESS &&
-	       VE_CALL0(cuPointerGetAttribute, (&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, src)) ==
-		       CUDA_SUCCESS &&
+	CUpointer_attribute a[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+				   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+				   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+	void *out[] = {&mt, &managed, &ord, &base, &size};
+	/* One query (an unknown pointer reads as type 0, not an error). */
+	return ve__real.cuPointerGetAttributes &&
+	       VE_CALL0(cuPointerGetAttributes, (5, a, out, src)) == CUDA_SUCCESS &&
+	       mt == CU_MEMORYTYPE_DEVICE && !managed && ord == (int)ve__shim.dev && size &&
 	       src >= base && n <= size && src - base <= size - n;
 }
 
@@ -405,7 +401,13 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 		ve__emap_end_capture(group);
 		if (ve__ptds_capture() == group)
 			ve__ptds_capture_set(0);
-		atomic_fetch_sub(&ve__shim.captures, 1);
+		/* Counted as open (bounce_to_host) until the driver says it
+		 * ended: a bad argument leaves it capturing, and of two
+		 * threads ending one capture only one succeeds. A capture
+		 * never ended (its stream destroyed, its thread gone) keeps
+		 * copies on the pass-through for good: the safe side. */
+		if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+			atomic_fetch_sub(&ve__shim.captures, 1);
 	}
 	return r;
 }

@@ -886,10 +886,11 @@ VE_TEST(tput_grant_hold_short_for_clients_with_long_gaps)
 }
 
 /* Turns: two clients whose kernels are long and fill the GPU, one with host
- * phases (busy 6 ms of every 10), one busy all the time. Once the part-time
- * client's duty is known (at most turn_duty), it gets the whole GPU while it
- * has work and the other client none; from the first tick of its gap
- * (turn_idle_ms after its last work) the other gets the whole GPU. Counts,
+ * phases (busy 6 ms of every 10), one busy all the time (1 ms kernels).
+ * Once the part-time client's share of time away is known (at least
+ * 1 - turn_duty), it gets the whole GPU while it has work and the other
+ * client none; from the first tick of its gap (the hand-over point: the
+ * partner's 1 ms kernel, more than turn_idle_ms) the other gets it. Counts,
  * over the last 200 ticks of 1 s at 1 ms ticks, the ticks in which the plan
  * was a split (both granted) and those in which the holder's gap was not
  * handed on. */
@@ -923,7 +924,7 @@ static struct turn_run run_turns_n(const char *args, bool latency, bool narrow, 
 		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 2, .want_sms = 132,
 						     .active_ns = f.v.now_ns,
 						     .entry = lag ? eff[1] : f.plan.entry[1],
-						     .op_us = 3000,
+						     .op_us = 1000,
 						     .flags = latency ? VE_DEMAND_LATENCY : 0};
 		/* A launch-bound client of small kernels (8 SMs' worth). */
 		uint16_t e2_was = f.plan.entry[2];
@@ -2109,6 +2110,7 @@ VE_TEST(tpot_at_risk_decode_gets_wider_entry_after_drain)
 		char reason[160];                                                                  \
 		char args[64];                                                                     \
 		uint16_t gentry[8], glend[8]; /* the grant variant's plan, per client */           \
+		uint8_t gshare[8];                                                                 \
 		uint32_t ngrants;                                                                  \
 	};
 #define XSTR(...) STR(__VA_ARGS__)
@@ -2175,7 +2177,7 @@ static const char script_src[] =
 	"	s->ngrants++;\n"
 	"	for (int k = 0; k < 8; k++) {\n"
 	"		plan->entry[k] = s->gentry[k];\n"
-	"		plan->share[k] = 0;\n"
+	"		plan->share[k] = s->gshare[k];\n"
 	"		plan->lend[k] = s->glend[k];\n"
 	"	}\n"
 	"	return 0;\n"
@@ -2442,6 +2444,44 @@ VE_TEST(grant_lends_never_overlap)
 	ve_coord_tick(c, true);
 	VE_CHECK_EQ(lend_leaves(c, 1), 0);
 	scripted_close(&sp);
+}
+
+/* A grant that fills another client's gaps (VE_GRANT_YIELD, tput's turns)
+ * is taken back on the policy's word, even while its client has work; any
+ * other grant that just took effect is held for the coordinator's hold
+ * (5 ms) while its client has work, so its SMs are not lost on the next
+ * tick. Client 0 is granted the whole GPU, busy, and the policy takes it
+ * away 1 ms later. */
+static bool taken_at_once(uint8_t bits)
+{
+	struct scripted sp;
+	scripted_grant_open(&sp);
+	struct ve_coord *c = sp.c;
+	const struct ve_pool *p = ve_coord_pool(c);
+	sp.s->gentry[0] = p->root;
+	sp.s->gshare[0] = bits;
+	ve_coord_set_now(c, 1000000);
+	ve_coord_tick(c, true);
+	VE_CHECK_EQ(granted_leaves(c, 0), p->all_leaves);
+	uint16_t e = VE_POOL_NONE;
+	uint64_t gen = 0;
+	VE_CHECK_EQ(ve_coord_grant(c, 0, &e, &gen), 0);
+	struct ve_grant_report r = {.ack_gen = gen, .busy_leaves = p->all_leaves};
+	r.demand = (struct ve_client_demand){.ready = 1, .inflight = 2, .want_sms = 132,
+					     .active_ns = 2000000, .entry = e, .op_us = 3000};
+	VE_CHECK_EQ(ve_coord_report(c, 0, &r), 0);
+	sp.s->gentry[0] = VE_POOL_NONE;
+	ve_coord_set_now(c, 2000000);
+	ve_coord_tick(c, true);
+	bool taken = granted_leaves(c, 0) == 0;
+	scripted_close(&sp);
+	return taken;
+}
+
+VE_TEST(grant_yield_is_taken_back_at_once)
+{
+	VE_CHECK(taken_at_once(VE_GRANT_YIELD));
+	VE_CHECK(!taken_at_once(0));
 }
 
 /* One round proposing (slot, entry, flags); returns the bindings made. */
