@@ -430,8 +430,8 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		double dt = (double)(v->now_ns - t->duty_ns[k]);
 		double a = 1.0 - exp(-dt / (double)t->duty_tau_ns);
 		t->duty[k] += (x - t->duty[k]) * a;
-		/* Away: in a gap longer than turn_idle_ms, the time a turn
-		 * holder leaves to the others (turn_holder). */
+		/* Away: in a gap past the hand-over point (turn_hold_ns), the
+		 * time a turn holder leaves to the others (turn_holder). */
 		double xa = !busy && t->gap_from[k] && v->now_ns - t->gap_from[k] >= t->turn_hold_ns;
 		t->away[k] += (xa - t->away[k]) * a;
 		t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
@@ -560,12 +560,12 @@ static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
  * from a split: each kernel runs as many times longer as it has fewer SMs,
  * and one started on a narrow grant keeps those SMs for all of it (a GEMM
  * of 31 waves on 8 SMs runs 50 ms) while the SMs its partner leaves idle
- * wait for its next kernel. If one of them spends at least 1 - turn_duty
- * of the time in gaps longer than turn_idle_ms (host phases: 'away'), it
- * gets the GPU while it has work and the other wide clients run in its
- * gaps: its GPU phases run as fast as alone and every gap is filled
- * (ve-sim, a host-phase job beside a dense one: aggregate 1.36 against
- * 1.16 split, 1.13 shared, docs/policies.md). The partners get the time it
+ * wait for its next kernel. If one of two such clients spends at least
+ * 1 - turn_duty of the time in gaps past the hand-over point (host
+ * phases: 'away'), it gets the GPU while it has work and the other runs in
+ * its gaps: its GPU phases run as fast as alone and its gaps are filled
+ * (ve-sim, a host-phase job beside a dense one: aggregate 1.34 against
+ * 1.16 split, 1.13 shared, docs/policies.md). The partner gets the time it
  * is away, so short gaps (a launch-bound loop busy 70% of the time in
  * 0.3 ms gaps) start no turns: its partner would never get the GPU.
  * Clients of narrow kernels keep SMs of their own beside the turns.
@@ -845,10 +845,10 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 				    : turn_holder(t, v, dem, cl, n, holder_pinned, wide, &away,
 						  &pass, &here);
 	/* The holder keeps its turn through its gaps: out of the plan once
-	 * idle turn_idle_ms (hold_ns), still the holder until it is back or
-	 * turns end (else its next tick held it idle_ms again). */
-	/* A partner in the holder's gap fills it: its grant yields at once
-	 * when the holder is back (VE_GRANT_YIELD). */
+	 * idle past the hand-over point (hold_ns), still the holder until it
+	 * is back or turns end (else its next tick held it idle_ms again). A
+	 * partner in its gap fills it: that grant yields at once when the
+	 * holder is back (VE_GRANT_YIELD). */
 	bool turned = (turn >= 0 || (holder_pinned && !share && !latency && t->turns)) &&
 		      plan_turns(t, p, avail, plan, cl, n, wide, turn, away && !pass, want, min,
 				 weight, cur);
