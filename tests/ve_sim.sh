@@ -40,7 +40,7 @@
 #                          defaults in the JSON, --lend-us and lend_us set it, 0 is refused
 #   sim_turns              the H200 host-phase pair (coloc-hostphase-dense): tput gives
 #                          the job with host phases the whole GPU in its turns (it runs
-#                          at >= 0.8 of its solo rate, 1.5 s) and beats tput:turns=0 by 10%
+#                          at >= 0.8 of its solo rate, 1.5 s) and beats tput:turns=0 by 8%
 #   tests/ve_sim.sh ROOT BUILD
 # Needs python3 to read the JSON (skips without it).
 set -u
@@ -385,7 +385,7 @@ hp=$root/scenarios/coloc-hostphase-dense.txt
 if run "$hp" --horizon-ms 1500 --policies tput,tput:turns=0 --json "$tmp/hp.json" --quiet \
 	>/dev/null 2>&1 &&
 	check "$tmp/hp.json" 'pol["tput"]["jobs"]["hostphase"]["normalized_throughput"]["mean"] >= 0.8' \
-		'pol["tput"]["aggregate_normalized_throughput"]["mean"] >= 1.1 * pol["tput:turns=0"]["aggregate_normalized_throughput"]["mean"]'; then
+		'pol["tput"]["aggregate_normalized_throughput"]["mean"] >= 1.08 * pol["tput:turns=0"]["aggregate_normalized_throughput"]["mean"]'; then
 	ok sim_turns
 else
 	fail sim_turns "$(pyerr)"
