@@ -140,7 +140,7 @@ static int tpot_kv(const char *k, const char *val, void *arg)
 		 strcmp(k, "idle_ms") == 0 || strcmp(k, "hysteresis") == 0 ||
 		 strcmp(k, "lend") == 0 || strcmp(k, "lend_idle_ms") == 0 ||
 		 strcmp(k, "turns") == 0 || strcmp(k, "turn_duty") == 0 ||
-		 strcmp(k, "turn_idle_ms") == 0) {
+		 strcmp(k, "turn_idle_ms") == 0 || strcmp(k, "turn_op_us") == 0) {
 		size_t n = strlen(t->tput_args);
 		snprintf(t->tput_args + n, sizeof(t->tput_args) - n, "%s%s=%s", n ? "," : "", k,
 			 val);

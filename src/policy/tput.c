@@ -77,6 +77,8 @@ static int parse_kv(const char *k, const char *v, void *arg)
 		t->turns = (int)d;
 	else if (strcmp(k, "turn_duty") == 0 && d >= 0 && d <= 1)
 		t->turn_duty = d;
+	else if (strcmp(k, "turn_op_us") == 0 && d >= 0 && d <= 1e6)
+		t->turn_op_us = (uint32_t)d;
 	else if (strcmp(k, "turn_idle_ms") == 0 && d >= 0)
 		t->turn_idle_ns = (uint64_t)(d * 1e6);
 	else if (strcmp(k, "duty_ms") == 0 && d >= 1)
@@ -183,6 +185,11 @@ int ve__tput_create(const char *args, const struct ve_policy_view *v, struct tpu
 	t->turns = 1;
 	t->turn_duty = 0.8;
 	t->turn_idle_ns = 500000ull;
+	/* Kernels of a job with host phases average less than share_op_us
+	 * (200): on the H200 the coloc host-phase job beside the dense one
+	 * took no turns at 200 (1.174 aggregate) and 1.323 at 50, same call
+	 * (bench/results/gpu-2026-12-05/call2). */
+	t->turn_op_us = 50;
 	t->turn_k = -1;
 	t->round = UINT64_MAX;
 	int rc = ve__policy_parse_args(args, parse_kv, t);
@@ -556,9 +563,10 @@ static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
 }
 
 /* Turns. Clients whose kernels each fill the GPU (want at least 90% of
- * the SMs while they run, kernels of share_op_us or longer) gain nothing
- * from a split: each kernel runs as many times longer as it has fewer SMs,
- * and one started on a narrow grant keeps those SMs for all of it (a GEMM
+ * the SMs while they run, kernels of turn_op_us or longer on average) gain
+ * nothing from a split: each kernel runs as many times longer as it has
+ * fewer SMs, and one started on a narrow grant keeps those SMs for all of
+ * it (a GEMM
  * of 31 waves on 8 SMs runs 50 ms) while the SMs its partner leaves idle
  * wait for its next kernel. If one of two such clients spends at least
  * 1 - turn_duty of the time in gaps past the hand-over point (host
@@ -594,7 +602,7 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t k = cl[i];
 		*here |= (int32_t)k == t->turn_k;
-		wide[i] = t->duty_ns[k] && dem[k].op_us >= t->share_op_us &&
+		wide[i] = t->duty_ns[k] && dem[k].op_us >= t->turn_op_us &&
 			  t->peak[k] * 10 >= (double)v->pool->total_sms * 9;
 		if (!wide[i])
 			continue;

@@ -63,6 +63,7 @@ struct tput {
 	 * one busy the smallest share of the time first (turn_holder). */
 	int turns;		/* 1: on; 0: such clients split the SMs as any others */
 	double turn_duty;	/* the holder must be away at least 1 - this share of the time */
+	uint32_t turn_op_us;	/* wide clients' mean kernel at least this (us) */
 	uint64_t turn_idle_ns;	/* the holder keeps the GPU at least this long after its last work */
 	uint64_t turn_hold_ns;	/* ... this long: turn_idle_ns, or a partner's mean kernel if longer */
 	int32_t turn_k;		/* the client whose turn it is (-1: no turns now) */

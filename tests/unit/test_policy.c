@@ -822,16 +822,18 @@ static uint32_t duty_split_sms(const char *args, bool latency, uint32_t *other)
 
 VE_TEST(tput_grant_part_time_client_gets_the_larger_part)
 {
+	/* Splits, as without turns (both clients' kernels fill the GPU and
+	 * run 100 us: turns would take them, tput_grant_wide_clients_*). */
 	uint32_t other = 0;
-	uint32_t even = duty_split_sms("prio=0", false, &other);
+	uint32_t even = duty_split_sms("prio=0,turns=0", false, &other);
 	VE_CHECK(even <= other + 4 && other <= even + 4);
-	uint32_t weighted = duty_split_sms("", false, &other);
+	uint32_t weighted = duty_split_sms("turns=0", false, &other);
 	VE_CHECK_MSG(weighted >= 96 && other <= 36, "part-time %u SMs, full-time %u", weighted,
 		     other);
 	/* Beside a latency client, no weights: the batch client with gaps took
 	 * the decode server's SMs (ve-sim llm-serving, TPOT violations 1% ->
 	 * 40%). */
-	even = duty_split_sms("", true, &other);
+	even = duty_split_sms("turns=0", true, &other);
 	VE_CHECK_MSG(even <= other + 4 && other <= even + 4, "batch %u SMs, latency %u", even,
 		     other);
 	/* Knob values are checked. */
@@ -877,12 +879,14 @@ static bool holds_5ms_into_gap(const char *args, uint64_t busy_ms, uint64_t gap_
 
 VE_TEST(tput_grant_hold_short_for_clients_with_long_gaps)
 {
-	/* Host phases of 15 ms: the SMs go back 2 ms into a gap. */
-	VE_CHECK(!holds_5ms_into_gap("", 20, 15));
+	/* The holds of split grants (turns off: with them, these two clients
+	 * would take turns, tput_grant_wide_clients_*). Host phases of 15 ms:
+	 * the SMs go back 2 ms into a gap. */
+	VE_CHECK(!holds_5ms_into_gap("turns=0", 20, 15));
 	/* The same with the short hold off (idle_short_ms = idle_ms). */
-	VE_CHECK(holds_5ms_into_gap("idle_short_ms=10", 20, 15));
+	VE_CHECK(holds_5ms_into_gap("idle_short_ms=10,turns=0", 20, 15));
 	/* Gaps of 6 ms (shorter than idle_ms): held through them. */
-	VE_CHECK(holds_5ms_into_gap("", 20, 6));
+	VE_CHECK(holds_5ms_into_gap("turns=0", 20, 6));
 }
 
 /* Turns: two clients whose kernels are long and fill the GPU, one with host
@@ -1005,6 +1009,7 @@ VE_TEST(tput_grant_wide_clients_take_turns_part_time_first)
 	knob_refused("tput", "turns=2");
 	knob_refused("tput", "turn_duty=1.5");
 	knob_refused("tput", "turn_idle_ms=-1");
+	knob_refused("tput", "turn_op_us=-5");
 }
 
 /* A progress model of two wide clients (kernels fill the GPU, 1 ms each)
