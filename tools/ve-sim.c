@@ -39,7 +39,6 @@
 #define MAX_ITEMS   8192
 #define MAX_POLICIES 8
 #define NAME_LEN    32
-#define SIM_TICK_NS 200000ull /* the coordinator's grant tick (ve_coord_config.tick_ns default) */
 
 static const char default_scenario[] =
 	"# Embedded default: two training jobs colocated; B has offload-like idle phases.\n"
@@ -221,7 +220,7 @@ static const char *const share_names[] = {"fair", "fifo", "priority"};
 /* VE_SIM_SHARE_* of a name, -1 if none. */
 static int share_model_of(const char *v)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < (int)VE_ARRAY_SIZE(share_names); i++)
 		if (strcmp(v, share_names[i]) == 0)
 			return i;
 	return -1;
@@ -1090,8 +1089,8 @@ static int run_once(const struct scenario *sc, const char *policy, const bool *a
 		 * by a client gone idle is handed on after its hold, not at the
 		 * next completion or job wake-up, which may be a host phase
 		 * away). */
-		if (ve_dispatcher_waiting(x.d) && now + SIM_TICK_NS < t_next)
-			t_next = now + SIM_TICK_NS;
+		if (ve_dispatcher_waiting(x.d) && now + VE_COORD_TICK_NS < t_next)
+			t_next = now + VE_COORD_TICK_NS;
 		if (t_next <= now) {
 			/* Something is due now but nobody moved: step the sim. */
 			if (ve_sim_advance(x.b, NULL) == -ENODATA)

@@ -230,7 +230,7 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	       c->pol->abi_version >= 2 ? sizeof(c->pol_own) : offsetof(struct ve_policy_ops, grant));
 	c->pol = &c->pol_own;
 	c->grant_mode = c->pol->grant && !cfg->per_op;
-	c->tick_ns = cfg->tick_ns ? cfg->tick_ns : 200000;
+	c->tick_ns = cfg->tick_ns ? cfg->tick_ns : VE_COORD_TICK_NS;
 	c->share_contended = cfg->share_contended;
 	c->hold_ns = cfg->hold_ns ? cfg->hold_ns : 5000000;
 	c->watchdog_ns = cfg->watchdog_ns;

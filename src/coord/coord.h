@@ -31,6 +31,9 @@
 
 #define VE_COORD_MAX_CLIENTS VE_POLICY_MAX_CLIENTS
 
+/* Default grant tick (ve_coord_config.tick_ns 0). */
+#define VE_COORD_TICK_NS 200000ull
+
 struct ve_coord_config {
 	const uint32_t *leaf_sms; /* the split: leaf SM counts */
 	uint32_t nleaves;
@@ -46,7 +49,7 @@ struct ve_coord_config {
 	/* Grant mode (ve_policy.h): used when the policy has grant() unless
 	 * per_op is set (the paper's strict per-op binding). */
 	bool per_op;
-	uint64_t tick_ns; /* grant ticks at most this often, unless urgent (default 200 us) */
+	uint64_t tick_ns; /* grant ticks at most this often, unless urgent (0: VE_COORD_TICK_NS) */
 	uint64_t hold_ns; /* a client's grant target holds at least this long (default 5 ms) */
 	/* Bind deadline (VE_WATCHDOG_MS): an op ready this long is bound to the
 	 * root entry, shared, its descriptor unchanged, whatever the policy

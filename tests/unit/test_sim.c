@@ -96,6 +96,23 @@ static int drain(struct ve_backend *b, struct ve_completion *out, int max)
 	}
 }
 
+/* Kernel k on lane 0 of the whole H200 (cookie 1), the same kernel on lane
+ * 1 (cookie 2) 10 us later, both run to the end: the backend, with their
+ * completions in c (at least 4), the first one's first. */
+static struct ve_backend *staggered_pair(const struct ve_sim_config *cfg, const struct ve_desc *k,
+					 struct ve_completion *c)
+{
+	struct ve_backend *b = make(cfg);
+	VE_CHECK(b);
+	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), k, 1), 0);
+	ve_sim_advance_to(b, 10000);
+	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), k, 2), 0);
+	VE_CHECK_EQ(drain(b, c, 4), 2);
+	VE_CHECK_EQ(c[0].cookie, 1);
+	return b;
+}
+
 static const struct ve_completion *by_cookie(const struct ve_completion *c, int n, uint64_t ck)
 {
 	for (int i = 0; i < n; i++)
@@ -429,14 +446,7 @@ VE_TEST(overlap_sharing_conserves_work)
 	b->ops->destroy(b);
 
 	/* Staggered: A alone for 10 us (half done), shared 20 us, B alone 10 us. */
-	b = make(&cfg);
-	VE_CHECK(b);
-	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &k, 1), 0);
-	ve_sim_advance_to(b, 10000);
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), &k, 2), 0);
-	VE_CHECK_EQ(drain(b, c, 4), 2);
-	VE_CHECK_EQ(c[0].cookie, 1);
+	b = staggered_pair(&cfg, &k, c);
 	VE_CHECK_EQ(c[0].t_end_ns, 30000);
 	VE_CHECK_EQ(c[1].t_start_ns, 10000);
 	VE_CHECK_EQ(c[1].t_end_ns, 40000);
@@ -579,14 +589,7 @@ VE_TEST(share_in_start_order_or_latency_first)
 	cfg.share_model = VE_SIM_SHARE_FIFO;
 	struct ve_desc k = kernel(132 * 8 * 2, 256); /* 2 waves: 20 us alone */
 	struct ve_completion c[4];
-	struct ve_backend *b = make(&cfg);
-	VE_CHECK(b);
-	VE_CHECK_EQ(b->ops->entry_create(b, 0, WHOLE_H200, 2), 0);
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 0), &k, 1), 0);
-	ve_sim_advance_to(b, 10000);
-	VE_CHECK_EQ(b->ops->submit(b, VE_LANE(0, 1), &k, 2), 0);
-	VE_CHECK_EQ(drain(b, c, 4), 2);
-	VE_CHECK_EQ(c[0].cookie, 1);
+	struct ve_backend *b = staggered_pair(&cfg, &k, c);
 	VE_CHECK_EQ(c[0].t_end_ns, 20000);
 	VE_CHECK_EQ(c[1].t_end_ns, 40000);
 	b->ops->destroy(b);
