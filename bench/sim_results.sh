@@ -21,6 +21,7 @@ PLAN=(
   "coloc-hostphase-dense|tput,tput:turns=0,fixed,whole|"
   "coloc-dense-dense|tput,tput:turns=0,fixed,whole|"
   "coloc-three|tput,tput:turns=0,fixed,whole|"
+  "decode-pair-graphs|tput,tput:share=0,fixed,whole|"
 )
 
 run() { # name policies extra-args...

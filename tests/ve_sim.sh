@@ -41,13 +41,16 @@
 #   sim_turns              the H200 host-phase pair (coloc-hostphase-dense): tput gives
 #                          the job with host phases the whole GPU in its turns (it runs
 #                          at >= 0.8 of its solo rate, 1.5 s) and beats tput:turns=0 by 8%
+#   sim_share_short_gaps   two decode loops that read their token back every step
+#                          (decode-pair-graphs, 3 seeds): tput shares the GPU, within 2%
+#                          of whole (every SM to both) and 3% ahead of tput:share=0
 #   tests/ve_sim.sh ROOT BUILD
 # Needs python3 to read the JSON (skips without it).
 set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
-     oracle_slo sim_bind_mode sim_deadlines sim_lend sim_share sim_turns"
+     oracle_slo sim_bind_mode sim_deadlines sim_lend sim_share sim_turns sim_share_short_gaps"
 sim=$build/ve-sim
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
 	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
@@ -380,14 +383,28 @@ else
 	fail sim_share "$(pyerr) $(head -c 200 "$tmp/sbad.err" 2>/dev/null)"
 fi
 
+# scenario_case NAME SCENARIO 'VE-SIM ARGS' EXPR...: runs a scenario of
+# scenarios/ to a JSON and checks the expressions (agg(P) is policy P's
+# aggregate normalized throughput).
+scenario_case() {
+	local name=$1 sc=$2 args=$3
+	shift 3
+	# shellcheck disable=SC2086 # args is a list of options
+	if run "$root/scenarios/$sc.txt" $args --json "$tmp/$name.json" --quiet >/dev/null 2>&1 &&
+		check "$tmp/$name.json" "$@"; then
+		ok "$name"
+	else
+		fail "$name" "$(pyerr)"
+	fi
+}
+agg() { echo "pol[\"$1\"][\"aggregate_normalized_throughput\"][\"mean\"]"; }
+
 # ---- turns (docs/policies.md, "Turns")
-hp=$root/scenarios/coloc-hostphase-dense.txt
-if run "$hp" --horizon-ms 1500 --policies tput,tput:turns=0 --json "$tmp/hp.json" --quiet \
-	>/dev/null 2>&1 &&
-	check "$tmp/hp.json" 'pol["tput"]["jobs"]["hostphase"]["normalized_throughput"]["mean"] >= 0.8' \
-		'pol["tput"]["aggregate_normalized_throughput"]["mean"] >= 1.08 * pol["tput:turns=0"]["aggregate_normalized_throughput"]["mean"]'; then
-	ok sim_turns
-else
-	fail sim_turns "$(pyerr)"
-fi
+scenario_case sim_turns coloc-hostphase-dense "--horizon-ms 1500 --policies tput,tput:turns=0" \
+	'pol["tput"]["jobs"]["hostphase"]["normalized_throughput"]["mean"] >= 0.8' \
+	"$(agg tput) >= 1.08 * $(agg tput:turns=0)"
+
+# ---- sharing beside short gaps (docs/policies.md, "Duty weights")
+scenario_case sim_share_short_gaps decode-pair-graphs "--seeds 3 --policies tput,tput:share=0,whole" \
+	"$(agg tput) >= 0.98 * $(agg whole)" "$(agg tput) >= 1.03 * $(agg tput:share=0)"
 summary

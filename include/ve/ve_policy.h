@@ -166,7 +166,7 @@ struct ve_client_demand {
 	uint32_t inflight;    /* compute ops submitted and not yet complete */
 	uint32_t want_sms;    /* SMs its recent kernels could use at once (decaying max) */
 	uint32_t min_sms;     /* widest waiting op that fits no entry of its grant (0: none) */
-	uint64_t active_ns;   /* last time it had work ready or in flight (0: never) */
+	uint64_t active_ns;   /* last time it had work ready or in flight, or saw work end (0: never) */
 	uint64_t deadline_ns; /* earliest deadline among its waiting latency ops (0: none) */
 	uint32_t flags;	      /* VE_DEMAND_* */
 	uint16_t entry;	      /* entry granted now, VE_POOL_NONE if none */

@@ -1041,6 +1041,14 @@ static void usage_note(struct ve_coord *c, struct grant_client *g)
 	g->use_since = VE_MAX(now, 1ull);
 }
 
+int ve_coord_demand(const struct ve_coord *c, uint32_t client, struct ve_client_demand *out)
+{
+	if (client >= c->rq.nclients || !out)
+		return -ENOENT;
+	*out = c->gc[client].rep.demand;
+	return 0;
+}
+
 int ve_coord_grant_usage(const struct ve_coord *c, uint32_t client, struct ve_grant_usage *u)
 {
 	if (client >= c->rq.nclients || !u)

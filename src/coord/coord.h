@@ -146,6 +146,8 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 uint16_t ve_coord_lend(const struct ve_coord *c, uint32_t client);
 /* Whether the client's grant is shared (it may overlap other shared grants). */
 bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client);
+/* The demand of the client's last report (inspection: tests, status). */
+int ve_coord_demand(const struct ve_coord *c, uint32_t client, struct ve_client_demand *out);
 /* Its grant usage, counted up to now (up to its removal once removed). */
 int ve_coord_grant_usage(const struct ve_coord *c, uint32_t client, struct ve_grant_usage *u);
 /* True while the client's grant is a shared one it already holds and keeps

@@ -69,7 +69,8 @@ struct gclient {
 	uint32_t min_sms;  /* widest waiting op its grant cannot run */
 	uint64_t deadline_ns;
 	uint64_t late_ns; /* when a latency op of it last finished after its deadline */
-	uint64_t active_ns;
+	uint64_t active_ns; /* last time it had work (seen at a report) */
+	uint64_t active_done; /* done at that report */
 	uint32_t nwait;	   /* ops in the wait queue */
 	uint32_t ncompute; /* compute ops in flight */
 	bool contended;	   /* other clients may need SMs back soon (short submit-ahead) */
@@ -986,8 +987,14 @@ static void grant_report(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 			if (ei[e])
 				busy |= p->e[e].leaves;
 	}
-	if (g->nwait || g->ncompute)
+	/* Work now, or work that ended since the last report (it ran until
+	 * about now: between two dispatcher passes a kernel is not seen to
+	 * end, and a report at its completion would otherwise date the gap
+	 * that follows from the pass before it, a whole kernel earlier). */
+	if (g->nwait || g->ncompute || g->done != g->active_done) {
 		g->active_ns = now;
+		g->active_done = g->done;
+	}
 	struct ve_grant_report r = {
 		.demand = {.ready = g->nwait,
 			   .inflight = g->ncompute,

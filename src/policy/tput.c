@@ -410,7 +410,12 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 			continue;
 		}
 		bool busy = dem[k].ready || dem[k].inflight;
-		double x = busy ? 1.0 : 0.0;
+		/* The last time it had work (active_ns): ticks are not spread
+		 * evenly over a client's time. In ve-sim they come at events
+		 * (a kernel's end: the client idle for an instant), and a decode
+		 * loop that reads its token back every step read as idle at
+		 * nearly every tick (duty 0, away 1) while busy 88% of the time. */
+		uint64_t act = dem[k].active_ns <= v->now_ns ? dem[k].active_ns : 0;
 		/* A slot that another client took between two ticks: its
 		 * completion count restarted. */
 		bool reused = v->clients[k].completed < t->seen_done[k];
@@ -426,20 +431,32 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 			t->gap_ns[k] = 0;
 			continue;
 		}
-		/* Gap lengths: a running average of the last few. */
-		if (!busy && !t->gap_from[k]) {
-			t->gap_from[k] = v->now_ns;
-		} else if (busy && t->gap_from[k]) {
-			double g = (double)(v->now_ns - t->gap_from[k]);
+		/* Gaps: from its last work to its next, ended by work seen now
+		 * or since the gap began (then at that work's last moment, an
+		 * upper bound); their lengths a running average of the last
+		 * few. */
+		uint64_t prev = t->duty_ns[k];
+		if (t->gap_from[k] && (busy || act > t->gap_from[k])) {
+			double g = (double)((busy ? v->now_ns : act) - t->gap_from[k]);
 			t->gap_ns[k] += (g - t->gap_ns[k]) * 0.25;
 			t->gap_from[k] = 0;
 		}
-		double dt = (double)(v->now_ns - t->duty_ns[k]);
+		if (!busy && !t->gap_from[k])
+			t->gap_from[k] = act ? act : v->now_ns;
+		double dt = (double)(v->now_ns - prev);
 		double a = 1.0 - exp(-dt / (double)t->duty_tau_ns);
+		/* Busy share of the time since the last tick: all of it with
+		 * work now, else up to its last work. */
+		double x = busy ? 1.0 : act > prev ? (double)(act - prev) / dt : 0.0;
 		t->duty[k] += (x - t->duty[k]) * a;
 		/* Away: in a gap past the hand-over point (turn_hold_ns), the
-		 * time a turn holder leaves to the others (turn_holder). */
-		double xa = !busy && t->gap_from[k] && v->now_ns - t->gap_from[k] >= t->turn_hold_ns;
+		 * time a turn holder leaves to the others (turn_holder); the
+		 * share of the time since the last tick spent so. */
+		double xa = 0.0;
+		if (!busy && dt > 0) {
+			uint64_t from = VE_MAX(prev, t->gap_from[k] + t->turn_hold_ns);
+			xa = v->now_ns > from ? (double)(v->now_ns - from) / dt : 0.0;
+		}
 		t->away[k] += (xa - t->away[k]) * a;
 		t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
 		/* Its want while it runs: a host phase (or a wait for a
@@ -823,10 +840,16 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			/* ... and is busy nearly all the time: a client with
 			 * host phases runs its GPU phases sooner on SMs of its
 			 * own, weighted by its duty (sharing, a host-phase job
-			 * beside a dense one ran at MPS's 0.27x, as under MPS). */
+			 * beside a dense one ran at MPS's 0.27x, as under MPS).
+			 * Gaps shorter than the hand-over point count as busy
+			 * (1 - away): a decode loop that reads its token back
+			 * every step is idle ~12% of the time in 40 us gaps, and
+			 * two such loops split ran at 0.68x of sharing on the
+			 * H200 (ve-sim decode-pair-graphs: 1.07 split, 1.16
+			 * shared). */
 			test = test && dem[cl[i]].op_us >= t->share_op_us &&
 			       want[i] * 10 >= p->total_sms * 9 &&
-			       (t->prio == 0 || t->duty[cl[i]] >= t->share_duty);
+			       (t->prio == 0 || 1.0 - t->away[cl[i]] >= t->share_duty);
 		}
 		if (latency) {
 			t->shared = false;

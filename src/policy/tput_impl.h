@@ -54,7 +54,7 @@ struct tput {
 	 * phases end sooner and its host phases overlap the others' work. */
 	double prio;	      /* weight = 1 + prio * (1 - duty); 0: equal weights */
 	uint64_t duty_tau_ns; /* time constant of the duty average */
-	double share_duty;    /* auto share: every client busy at least this share of the time */
+	double share_duty;    /* auto share: every client away (away[]) at most 1 - this */
 	double duty[VE_POLICY_MAX_CLIENTS];	 /* share of time with work ready or in flight */
 	uint64_t duty_ns[VE_POLICY_MAX_CLIENTS]; /* last update (0: not tracked) */
 	uint64_t gap_from[VE_POLICY_MAX_CLIENTS]; /* start of its current gap (0: busy) */
@@ -68,7 +68,7 @@ struct tput {
 	uint64_t turn_hold_ns;	/* ... this long: turn_idle_ns, or a partner's mean kernel if longer */
 	int32_t turn_k;		/* the client whose turn it is (-1: no turns now) */
 	double peak[VE_POLICY_MAX_CLIENTS];	  /* want_sms while busy, decaying over busy time */
-	double away[VE_POLICY_MAX_CLIENTS];	  /* share of time in gaps longer than turn_idle_ns */
+	double away[VE_POLICY_MAX_CLIENTS];	  /* share of time in gaps past turn_hold_ns */
 	uint64_t seen_done[VE_POLICY_MAX_CLIENTS]; /* its completions at the last tick (slot reuse) */
 };
 

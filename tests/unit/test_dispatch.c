@@ -1528,6 +1528,51 @@ VE_TEST(grant_ahead_bound_is_predicted_time_not_count)
  * waited for its long kernel, and ved counted 30 ms (two 66-SM leaves) and
  * 400 ms (the H200 split) where no single drain took longer than one long
  * kernel on its leaf: 6 ms and 49.5 ms, which is now the maximum. */
+/* A client's last work (demand.active_ns) is dated to where it ended, not
+ * to the dispatcher pass before: between passes a kernel is not seen to
+ * end, and with nothing else moving, the pass before a 3 ms kernel's end
+ * is its launch. Policies measure gaps from it (tput's duty, 'away', the
+ * hold after the last work); dated at the launch, a loop that syncs every
+ * step had a gap as long as its step at every sync. */
+VE_TEST(grant_report_dates_the_last_work_to_its_end)
+{
+	struct ve_sim_config sc;
+	ve_sim_config_default(&sc);
+	sc.seed = 5;
+	sc.kernel_model = rk_model;
+	struct ve_backend *b;
+	VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
+	char err[512] = "";
+	struct ve_runtime_config rcfg = {
+	    .daemon = "0", .policy = "tput", .max_clients = 1, .dispatch = {.host_inline = true}};
+	struct ve_runtime *rt;
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+	struct ve_vctx *v[1];
+	struct ve_vctx_config vc = {.client_id = 0, .max_ops = 64};
+	VE_CHECK_EQ(ve_vctx_create(&vc, &v[0]), 0);
+	VE_CHECK_EQ(ve_runtime_attach(rt, v[0], 0, 0), 0);
+	ve_stream s;
+	VE_CHECK_EQ(ve_vctx_stream_create(v[0], VE_STREAM_NON_BLOCKING, 0, &s), 0);
+	struct ve_desc lk;
+	rk_kernel(&lk, RK_LONG);
+	VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+	struct ve_dispatcher *d = ve_runtime_dispatcher(rt);
+	sim_drive_until_done(d, b, v, 1);
+	ve_dispatcher_poll(d);
+	struct ve_client_demand dm;
+	VE_CHECK_EQ(ve_coord_demand(ve_runtime_coord(rt), 0, &dm), 0);
+	uint64_t end = ve_sim_now(b);
+	printf("# 3 ms kernel: done at %.1f us, last work reported at %.1f us\n", end / 1e3,
+	       dm.active_ns / 1e3);
+	VE_CHECK_EQ(dm.ready + dm.inflight, 0);
+	VE_CHECK_MSG(dm.active_ns <= end && dm.active_ns + 10000 >= end,
+		     "last work at %.1f us, its kernel done by %.1f us", dm.active_ns / 1e3,
+		     end / 1e3);
+	ve_runtime_destroy(rt);
+	ve_vctx_destroy(v[0]);
+	b->ops->destroy(b);
+}
+
 VE_TEST(grant_reclaim_timed_per_take_waits_for_one_kernel)
 {
 	struct ve_coord_stats cs;

@@ -31,6 +31,23 @@ bench/gpu/coloc --pairs a --modes timeslice,mps --windows 1 --window-s 1 --lead-
 	--out "$T/partial.json" --outdir "$T/partial" > "$T/partial.txt" 2>&1 || rc=$?
 tail -3 "$T/partial.txt"
 [ "$rc" = 4 ] && grep -q '"stopped": "stopped before round' "$T/partial.json" || { echo "FAIL: rc $rc"; exit 1; }
+echo "== coloc --merge-from: the partial call's pair a merged into a copy, no GPU; a wrong file refused"
+cp "$T/coloc.json" "$T/merged.json"
+bench/gpu/coloc --merge-from "$T/partial.json" --out "$T/merged.json" --no-plot > "$T/merged.txt"
+python3 - "$T/coloc.json" "$T/partial.json" "$T/merged.json" <<'PY'
+import json, sys
+base, part, merged = (json.load(open(f)) for f in sys.argv[1:4])
+assert len(merged["calls"]) == len(base["calls"]) + len(part["calls"]), merged["calls"]
+assert merged["calls"][-1]["merged_from"] == "partial.json", merged["calls"][-1]
+a = next(p for p in merged["pairs"] if p["name"] == "big+small")
+pa = next(p for p in part["pairs"] if p["name"] == "big+small")
+for m in pa["modes"]:
+    assert a["modes"][m]["runs"] == pa["modes"][m]["runs"], m
+assert {p["name"] for p in merged["pairs"]} == {p["name"] for p in base["pairs"]}
+PY
+if bench/gpu/coloc --merge-from "$T/build.log" --out "$T/merged.json" 2>/dev/null; then
+	echo "FAIL: --merge-from took a file that is not a coloc result"; exit 1
+fi
 echo "== mixed --quick, then a second call merged into it (rate and SLOs reused)"
 bench/gpu/mixed --quick --duration 2 --best-by train_within_10pct --ve-env "$FAKE" --out "$T/mixed.json" --outdir "$T/mixed"
 bench/gpu/mixed --quick --duration 2 --modes ve_whole --merge --out "$T/mixed.json" --outdir "$T/mixed2" \
@@ -51,6 +68,7 @@ c = json.load(open(f"{T}/coloc.json"))
 assert set(c) >= {"date", "machine", "method", "pairs", "solo"}, c.keys()
 names = [p["name"] for p in c["pairs"]]
 assert names == ["big+small", "dense+dense", "hostphase+dense"], names
+granted = []
 for p in c["pairs"]:
     assert len(p["jobs"]) == 2
     for m, e in p["modes"].items():
@@ -61,12 +79,15 @@ for p in c["pairs"]:
         if m.startswith("ve_"):
             assert e["ve_verified"] is True and e["ved_died"] is False, (p["name"], m, e)
             # ved's log line as each client left: the SMs it was granted
-            # (the stand-ins are mostly idle, so little, but not nothing)
+            # (the stand-ins launch nothing: a client is granted SMs only
+            # while it is alone, so a pair whose two clients register
+            # within one tick shows 0; some pair shows more, below)
             g = e["grant_sms_mean"]
             assert len(g) == 2 and all(x is not None and 0 <= x <= 132 for x in g), (p["name"], m, g)
-            assert max(g) > 0, (p["name"], m, g)
+            granted.append(max(g))
         assert e["bitwise"] is (m != "mps_split"), (p["name"], m, e["bitwise"])
         assert e["sm_count_seen"] == ([66] if m == "mps_split" else [132]), e["sm_count_seen"]
+assert max(granted) > 0, granted
 assert set(c["pairs"][2]["modes"]) == {"mps", "ve_tput@b16"}, c["pairs"][2]["modes"].keys()
 assert c["pairs"][2]["modes"]["ve_tput@b16"]["ve_env"]["VE_PIPE_BUDGET"] == "16"
 for j in ("big", "small", "dense", "hostphase"):
