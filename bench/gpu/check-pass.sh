@@ -8,9 +8,11 @@
 # utilization, compute processes): a GPU someone else uses makes every figure
 # wrong. Returns few files in OUTDIR: pass.txt (the tables), host.txt,
 # mixed-pass.json, logs.tgz (every log). The last lines are a short table.
-#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decode,coloc,infer,preload
+#   bench/gpu/check-pass.sh [OUTDIR] [PARTS]    PARTS: det,host,serve,suite,graphs,decpair,decode,coloc,infer,preload
 #                                               (default det,host,serve)
-# graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decode: greedy
+# graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decpair: only its
+# decode replay, alone and as a pair of servers against MPS, DECPAIR_ROUNDS
+# (3) alternating rounds (graphs-decode.json, about 3 min); decode: greedy
 # decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
 # Knobs: MODES, TPOT_ARGS, SERVE_RUNS, SERVE_S, SERVE_BUDGET, SERVE_TIMEOUT, SERVE_ARGS
 # (extra arguments of bench/gpu/mixed, e.g. "--arrivals bursty" or "--merge --out F") (serve);
@@ -132,6 +134,15 @@ if has graphs; then
 	tail -12 "$W/graphs.txt"
 	gpu_state after-graphs
 fi
+if has decpair; then
+	note "decode replay of CUDA graphs: alone, then two servers under MPS and through ved"
+	timeout 300 python3 bench/gpu/graphs/run --programs "" --torch "" --skip-backend-check \
+		--pair-rounds ${DECPAIR_ROUNDS:-3} --budget-s 270 --out "$W/decpair" \
+		--json "$OUTDIR/graphs-decode.json" >"$W/decpair.txt" 2>&1
+	tail -12 "$W/decpair.txt"
+	grep -h "grants:" "$W"/decpair/logs/*ved*.log 2>/dev/null | head -6
+	gpu_state after-decpair
+fi
 if has coloc; then
 	note "colocated training: pairs ${COLOC_PAIRS:-b,d}, modes ${COLOC_MODES:-mps,ve_tput}"
 	timeout $(( ${COLOC_BUDGET:-300} + 40 )) python3 bench/gpu/coloc --pairs ${COLOC_PAIRS:-b,d} \
@@ -208,6 +219,7 @@ note "summary"
 	[ -f "$W/host.txt" ] && cat "$W/host.txt"
 	[ -f "$W/mixed.txt" ] && grep -A9 "^mode " "$W/mixed.txt"
 	[ -f "$W/graphs.txt" ] && tail -6 "$W/graphs.txt"
+	[ -f "$W/decpair.txt" ] && grep -E "decode (alone|pair)|pair_ve_vs_mps" "$W/decpair.txt"
 	[ -f "$W/coloc.txt" ] && tail -14 "$W/coloc.txt"
 	[ -f "$W/infer.txt" ] && cat "$W/infer.txt"
 	[ -f "$W/preload.txt" ] && cat "$W/preload.txt"
