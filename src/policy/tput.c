@@ -834,7 +834,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		 * the shared entry contains both split ones; ending it waits for
 		 * both clients' work there). A latency-class client ends sharing
 		 * at once. With fewer than two active clients there is nothing to
-		 * decide: the state stays. */
+		 * decide: the state stays, unless a switch was pending (below). */
 		bool test = n >= 2;
 		for (uint32_t i = 0; i < n; i++) {
 			/* ... and is busy nearly all the time: a client with
@@ -855,16 +855,21 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			t->shared = false;
 			t->share_flip_ns = 0;
 		} else {
-			if (n < 2)
-				test = t->shared;
-			if (test == t->shared)
+			/* With fewer than two active clients nothing is
+			 * decided, and a pending switch keeps its clock: a
+			 * client with host phases leaves the plan in each of
+			 * them, and restarting the clock there kept a share
+			 * that its GPU phases said to end, for good (a pair
+			 * that shared from the start through ved never took
+			 * turns). */
+			if (n >= 2 && test == t->shared)
 				t->share_flip_ns = 0;
-			else if (!t->share_flip_ns)
+			else if (n >= 2 && !t->share_flip_ns)
 				t->share_flip_ns = VE_MAX(v->now_ns, 1ull);
 			uint64_t hold = t->shared ? t->share_hold_ns : t->share_enter_ns;
 			if (t->share_flip_ns && v->now_ns >= t->share_flip_ns &&
 			    v->now_ns - t->share_flip_ns >= hold) {
-				t->shared = test;
+				t->shared = !t->shared;
 				t->share_flip_ns = 0;
 			}
 		}

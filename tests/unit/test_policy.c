@@ -784,6 +784,40 @@ VE_TEST(tput_grant_share_decision_holds_through_short_dips)
 	ve_coord_destroy(c);
 }
 
+/* A pair that shares from the start (both busy) and then one of them
+ * takes host phases of 15 ms between GPU phases of 8 ms: it leaves the
+ * plan in each host phase (idle past its hold). Sharing must still end
+ * once the test has said 'split' for share_hold_ms of the pair's time: the
+ * clock used to restart whenever fewer than two clients were active, so
+ * the share never ended (through ved the pair never took turns). */
+VE_TEST(tput_grant_share_ends_though_a_client_leaves_in_its_gaps)
+{
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", "");
+	const uint64_t us = 1000, t0 = 1000000 * us;
+	uint64_t last0 = t0;
+	bool shared_at_first = false;
+	for (uint64_t t = t0; t < t0 + 1000000 * us; t += 200 * us) {
+		f.v.now_ns = t;
+		/* Both busy for 100 ms, then client 0 busy 8 of every 23 ms. */
+		bool busy0 = t < t0 + 100000 * us || (t - t0) % (23000 * us) < 8000 * us;
+		if (busy0)
+			last0 = t;
+		f.dem[0] = (struct ve_client_demand){.inflight = busy0, .want_sms = 132,
+						     .active_ns = last0, .entry = f.plan.entry[0],
+						     .op_us = 2000};
+		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						     .active_ns = t, .entry = f.plan.entry[1],
+						     .op_us = 2000};
+		grant_fix_round(&f);
+		if (t == t0 + 99800 * us)
+			shared_at_first = f.plan.share[1] & VE_GRANT_SHARE;
+	}
+	VE_CHECK(shared_at_first);
+	VE_CHECK_MSG(!(f.plan.share[1] & VE_GRANT_SHARE), "still shared after 900 ms of host phases");
+	grant_fix_fini(&f);
+}
+
 /* Duty weighting: a client with host phases (busy part of the time) and a
  * client busy all the time, both wanting the whole GPU. While both run, the
  * one with gaps gets the larger part, so its GPU phases end sooner and more
