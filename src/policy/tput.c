@@ -856,13 +856,13 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			t->share_flip_ns = 0;
 		} else {
 			/* With fewer than two active clients nothing is
-			 * decided, and a pending switch keeps its clock: a
-			 * client with host phases leaves the plan in each of
-			 * them, and restarting the clock there kept a share
-			 * that its GPU phases said to end, for good (a pair
-			 * that shared from the start through ved never took
-			 * turns). */
-			if (n >= 2 && test == t->shared)
+			 * decided: a share starts only on evidence from both,
+			 * but a pending end keeps its clock, since a client
+			 * with host phases leaves the plan in each of them,
+			 * and restarting the clock there kept a share that its
+			 * GPU phases said to end, for good (a pair that shared
+			 * from the start through ved never took turns). */
+			if ((n >= 2 && test == t->shared) || (n < 2 && !t->shared))
 				t->share_flip_ns = 0;
 			else if (n >= 2 && !t->share_flip_ns)
 				t->share_flip_ns = VE_MAX(v->now_ns, 1ull);
