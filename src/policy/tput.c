@@ -583,9 +583,8 @@ static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
  * the SMs while they run, kernels of turn_op_us or longer on average) gain
  * nothing from a split: each kernel runs as many times longer as it has
  * fewer SMs, and one started on a narrow grant keeps those SMs for all of
- * it (a GEMM
- * of 31 waves on 8 SMs runs 50 ms) while the SMs its partner leaves idle
- * wait for its next kernel. If one of two such clients spends at least
+ * it (a GEMM of 31 waves on 8 SMs runs 50 ms) while the SMs its partner
+ * leaves idle wait for its next kernel. If one of two such clients spends at least
  * 1 - turn_duty of the time in gaps past the hand-over point (host
  * phases: 'away'), it gets the GPU while it has work and the other runs in
  * its gaps: its GPU phases run as fast as alone and its gaps are filled

@@ -142,9 +142,9 @@ static bool device_range_ok(CUdeviceptr src, size_t n)
 				   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
 				   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
 	void *out[] = {&mt, &managed, &ord, &base, &size};
-	/* One query (an unknown pointer reads as type 0, not an error). */
-	return ve__real.cuPointerGetAttributes &&
-	       VE_CALL0(cuPointerGetAttributes, (5, a, out, src)) == CUDA_SUCCESS &&
+	/* One query (an unknown pointer reads as type 0, not an error; a
+	 * driver without the entry point answers CUDA_ERROR_NOT_FOUND). */
+	return VE_CALL0(cuPointerGetAttributes, (5, a, out, src)) == CUDA_SUCCESS &&
 	       mt == CU_MEMORYTYPE_DEVICE && !managed && ord == (int)ve__shim.dev && size &&
 	       src >= base && n <= size && src - base <= size - n;
 }
