@@ -461,6 +461,7 @@ static void tpot_notify(void *priv, const struct ve_policy_view *v,
 			const struct ve_policy_event *ev)
 {
 	struct tpot *t = priv;
+	ve__tput_client_event(t->tp, ev);
 	switch (ev->kind) {
 	case VE_PEV_CLIENT_ADDED:
 		if (ev->flags & VE_READY_LATENCY) {

@@ -416,11 +416,7 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		 * loop that reads its token back every step read as idle at
 		 * nearly every tick (duty 0, away 1) while busy 88% of the time. */
 		uint64_t act = dem[k].active_ns <= v->now_ns ? dem[k].active_ns : 0;
-		/* A slot that another client took between two ticks: its
-		 * completion count restarted. */
-		bool reused = v->clients[k].completed < t->seen_done[k];
-		t->seen_done[k] = v->clients[k].completed;
-		if (!t->duty_ns[k] || v->now_ns < t->duty_ns[k] || reused) {
+		if (!t->duty_ns[k] || v->now_ns < t->duty_ns[k]) {
 			if (t->turn_k == (int32_t)k)
 				t->turn_k = -1;
 			t->peak[k] = VE_MAX(dem[k].want_sms, dem[k].min_sms);
@@ -429,6 +425,8 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 			t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
 			t->gap_from[k] = 0;
 			t->gap_ns[k] = 0;
+			t->run_from[k] = 0;
+			t->run_ns[k] = 0;
 			continue;
 		}
 		/* Gaps: from its last work to its next, ended by work seen now
@@ -437,8 +435,18 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		 * few. */
 		uint64_t prev = t->duty_ns[k];
 		if (t->gap_from[k] && (busy || act > t->gap_from[k])) {
-			double g = (double)((busy ? v->now_ns : act) - t->gap_from[k]);
+			uint64_t end = busy ? v->now_ns : act;
+			double g = (double)(end - t->gap_from[k]);
 			t->gap_ns[k] += (g - t->gap_ns[k]) * 0.25;
+			/* Runs: from the end of a gap past the hand-over point
+			 * to the start of the next such gap (turn_away). */
+			if (g > (double)t->turn_hold_ns) {
+				if (t->run_from[k] && t->gap_from[k] > t->run_from[k]) {
+					double r = (double)(t->gap_from[k] - t->run_from[k]);
+					t->run_ns[k] += t->run_ns[k] > 0 ? (r - t->run_ns[k]) * 0.25 : r;
+				}
+				t->run_from[k] = end;
+			}
 			t->gap_from[k] = 0;
 		}
 		if (!busy && !t->gap_from[k])
@@ -606,6 +614,23 @@ static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
  * cl) no other wide client gets SMs: -1, and the caller plans the turn
  * with no one to place. */
 #define TURN_MARGIN 0.1
+
+/* Client k's share of time away as turns see it: 0 while its current run
+ * (work and gaps shorter than the hand-over point) has lasted more than
+ * twice its usual run plus the hand-over point. Its gaps have stopped (an
+ * evaluation phase, a data loader that caught up): waiting for 'away' to
+ * decay kept a busy partner without SMs for 80 ms and more (test
+ * tput_grant_turns_end_when_the_holder_stops_leaving). Its history is
+ * kept: at its next gap it may hold the turn again. */
+static double turn_away(const struct tput *t, uint32_t k, uint64_t now)
+{
+	bool in_run = !t->gap_from[k] || now < t->gap_from[k] + t->turn_hold_ns;
+	if (in_run && t->run_ns[k] > 0 && t->run_from[k] && now > t->run_from[k] &&
+	    (double)(now - t->run_from[k]) > 2 * t->run_ns[k] + (double)t->turn_hold_ns)
+		return 0;
+	return t->away[k];
+}
+
 static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 		       const struct ve_client_demand *dem, const uint32_t *cl, uint32_t n,
 		       bool holder_pinned, bool *wide, bool *away, bool *pass, bool *here)
@@ -614,6 +639,7 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 	if (!t->turns)
 		return -1;
 	int best = -1, cur = -1;
+	double aw[VE_POLICY_MAX_CLIENTS];
 	uint32_t nw = 0, op_max = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t k = cl[i];
@@ -626,7 +652,8 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 		op_max = VE_MAX(op_max, (uint32_t)dem[k].op_us);
 		if ((int32_t)k == t->turn_k)
 			cur = (int)i;
-		if (best < 0 || t->away[k] > t->away[cl[best]])
+		aw[i] = turn_away(t, k, v->now_ns);
+		if (best < 0 || aw[i] > aw[best])
 			best = (int)i;
 	}
 	/* The hand-over rule (ski rental): the holder's gap is handed on once
@@ -644,14 +671,13 @@ static int turn_holder(struct tput *t, const struct ve_policy_view *v,
 	 * third runs in the holder's gap count as busy, are never away, and
 	 * one of them would never get the GPU (a split serves them all). */
 	if (nw == 2) {
-		if (cur >= 0 && t->away[cl[cur]] + TURN_MARGIN >= t->away[cl[best]])
+		if (cur >= 0 && aw[cur] + TURN_MARGIN >= aw[best])
 			best = cur;
-		return t->away[cl[best]] >= need ? best : -1;
+		return aw[best] >= need ? best : -1;
 	}
 	if (nw == 1 && t->turn_k >= 0 && !*here) {
 		*away = true;
-		*pass = t->away[cl[best]] >= need &&
-			t->away[cl[best]] + TURN_MARGIN >= t->away[t->turn_k];
+		*pass = aw[best] >= need && aw[best] + TURN_MARGIN >= t->away[t->turn_k];
 		return best;
 	}
 	return -1;
@@ -931,6 +957,26 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 	return 0;
 }
 
+/* A client that registers or leaves starts afresh: a slot taken by another
+ * client between two ticks (never seen inactive by duty_update) must not
+ * inherit the last one's duty, gaps and turn. */
+void ve__tput_client_event(struct tput *t, const struct ve_policy_event *ev)
+{
+	if (ev->client >= VE_POLICY_MAX_CLIENTS ||
+	    (ev->kind != VE_PEV_CLIENT_ADDED && ev->kind != VE_PEV_CLIENT_REMOVED))
+		return;
+	t->duty_ns[ev->client] = 0;
+	if (t->turn_k == (int32_t)ev->client)
+		t->turn_k = -1;
+}
+
+static void tput_notify(void *priv, const struct ve_policy_view *v,
+			const struct ve_policy_event *ev)
+{
+	(void)v;
+	ve__tput_client_event(priv, ev);
+}
+
 static int tput_grant(void *priv, const struct ve_policy_view *v,
 		      const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {
@@ -947,4 +993,5 @@ const struct ve_policy_ops ve_policy_tput = {
 	.pick = tput_pick,
 	.select = tput_select,
 	.grant = tput_grant,
+	.notify = tput_notify,
 };

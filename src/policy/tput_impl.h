@@ -69,13 +69,18 @@ struct tput {
 	int32_t turn_k;		/* the client whose turn it is (-1: no turns now) */
 	double peak[VE_POLICY_MAX_CLIENTS];	  /* want_sms while busy, decaying over busy time */
 	double away[VE_POLICY_MAX_CLIENTS];	  /* share of time in gaps past turn_hold_ns */
-	uint64_t seen_done[VE_POLICY_MAX_CLIENTS]; /* its completions at the last tick (slot reuse) */
+	uint64_t run_from[VE_POLICY_MAX_CLIENTS]; /* end of its last gap past turn_hold_ns */
+	double run_ns[VE_POLICY_MAX_CLIENTS];	  /* running average of its runs between such gaps */
 };
 
 /* Whether a client's SMs may be lent: no work ready, in flight or waiting,
  * none for lend_idle_ms (tput.c, plan_lends; tpot's lend_reserve). */
 bool ve__tput_lendable(const struct tput *t, const struct ve_policy_view *v,
 		       const struct ve_client_demand *d);
+
+/* Forgets what the plan learned of a client that registers or leaves
+ * (VE_PEV_CLIENT_ADDED/REMOVED; other events are ignored). */
+void ve__tput_client_event(struct tput *t, const struct ve_policy_event *ev);
 
 /* The duty-based weight of client k (1 when duty weighting is off). */
 double ve__tput_weight(const struct tput *t, uint32_t k);

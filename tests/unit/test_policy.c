@@ -1111,22 +1111,84 @@ VE_TEST(tput_grant_wide_clients_take_turns_part_time_first)
 	knob_refused("tput", "turn_op_us=-5");
 }
 
+/* A client slot taken by a new client between two ticks (the view never
+ * shows it inactive): the newcomer starts afresh, it does not inherit the
+ * last one's gaps and with them its turn. Here a turn holder with host
+ * phases leaves and a dense job takes its slot at once: the partner, busy
+ * all along, gets SMs within a few ticks (it waited 82 ms, until the
+ * inherited share of time away decayed, when the policy looked for a new
+ * client in its completion count, which ved does not keep for grants). */
+VE_TEST(tput_grant_forgets_a_client_whose_slot_is_taken)
+{
+	const char *pols[] = {"tput", "tpot"};
+	for (int pi = 0; pi < 2; pi++) {
+		struct grant_fix f;
+		grant_fix_init(&f, pols[pi], "");
+		const uint64_t ms = 1000000;
+		uint64_t last_busy = 0, turns = 0;
+		int64_t waited = -1;
+		for (uint64_t i = 1; i <= 1200; i++) {
+			f.v.now_ns = i * ms;
+			bool reborn = i > 1000;
+			if (i == 1001) {
+				/* What the coordinator tells a policy that listens. */
+				struct ve_policy_event ev = {.kind = VE_PEV_CLIENT_REMOVED, .client = 0};
+				if (f.ops->notify) {
+					f.ops->notify(f.priv, &f.v, &ev);
+					ev.kind = VE_PEV_CLIENT_ADDED;
+					f.ops->notify(f.priv, &f.v, &ev);
+				}
+				f.plan.entry[0] = VE_POOL_NONE;
+			}
+			bool busy = reborn || i % 10 < 6;
+			if (busy)
+				last_busy = f.v.now_ns;
+			f.dem[0] = (struct ve_client_demand){
+			    .ready = busy, .inflight = busy ? 2 : 0, .want_sms = busy ? 132 : 16,
+			    .active_ns = last_busy, .entry = f.plan.entry[0], .op_us = 450,
+			    .flags = busy && f.plan.entry[0] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+			f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 2,
+							     .want_sms = 132,
+							     .active_ns = f.v.now_ns,
+							     .entry = f.plan.entry[1],
+							     .op_us = 1000};
+			grant_fix_round(&f);
+			if (i > 800 && i <= 1000)
+				turns += busy && f.plan.entry[0] == f.p->root &&
+					 f.plan.entry[1] == VE_POOL_NONE;
+			if (reborn && waited < 0 && f.plan.entry[1] != VE_POOL_NONE)
+				waited = (int64_t)(i - 1001);
+		}
+		VE_CHECK_MSG(turns == 120, "%s: %llu busy turns before", pols[pi],
+			     (unsigned long long)turns);
+		VE_CHECK_MSG(waited >= 0 && waited <= 5,
+			     "%s: the partner waited %lld ms for SMs after the slot was taken",
+			     pols[pi], (long long)waited);
+		grant_fix_fini(&f);
+	}
+}
+
 /* A progress model of two wide clients (kernels fill the GPU, 1 ms each)
  * under the grants: client k needs gpu_ms of whole-GPU time per step (less
  * SMs, proportionally longer), then host_ms on the host; a grant takes
- * effect a tick (0.2 ms) after the plan names it. Steps of each in 10 s. */
-static void turn_progress(const char *args, const double *gpu_ms, const double *host_ms,
-			  uint32_t *steps)
+ * effect a tick (0.2 ms) after the plan names it. Steps of each in 10 s.
+ * From stop_ms on (0: never) client 0 has no host phases any more; then
+ * *starved_ms is the longest time client 1 had work and no SMs. */
+static void turn_progress_to(const char *args, const double *gpu_ms, const double *host_ms,
+			     uint32_t *steps, double stop_ms, double *starved_ms)
 {
 	struct grant_fix f;
 	grant_fix_init(&f, "tput", args);
 	const double tick_ms = 0.2;
-	double left[2] = {gpu_ms[0], gpu_ms[1]}, host[2] = {0, 0};
+	double left[2] = {gpu_ms[0], gpu_ms[1]}, host[2] = {0, 0}, starved = 0;
 	uint64_t last[2] = {0, 0};
 	uint16_t eff[2] = {VE_POOL_NONE, VE_POOL_NONE};
 	steps[0] = steps[1] = 0;
+	if (starved_ms)
+		*starved_ms = 0;
 	for (uint64_t i = 1; i <= 50000; i++) {
 		f.v.now_ns = i * 200000;
+		bool stopped = stop_ms > 0 && i * tick_ms >= stop_ms;
 		for (int k = 0; k < 2; k++) {
 			bool busy = host[k] <= 0;
 			if (busy)
@@ -1137,6 +1199,10 @@ static void turn_progress(const char *args, const double *gpu_ms, const double *
 			    .flags = busy && eff[k] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
 		}
 		grant_fix_round(&f);
+		if (stopped && starved_ms) {
+			starved = host[1] <= 0 && eff[1] == VE_POOL_NONE ? starved + tick_ms : 0;
+			*starved_ms = VE_MAX(*starved_ms, starved);
+		}
 		for (int k = 0; k < 2; k++) {
 			if (host[k] > 0) {
 				host[k] -= tick_ms;
@@ -1147,12 +1213,18 @@ static void turn_progress(const char *args, const double *gpu_ms, const double *
 			if (left[k] <= 1e-9) {
 				steps[k]++;
 				left[k] = gpu_ms[k];
-				host[k] = host_ms[k];
+				host[k] = k == 0 && stopped ? 0 : host_ms[k];
 			}
 			eff[k] = f.plan.entry[k];
 		}
 	}
 	grant_fix_fini(&f);
+}
+
+static void turn_progress(const char *args, const double *gpu_ms, const double *host_ms,
+			  uint32_t *steps)
+{
+	turn_progress_to(args, gpu_ms, host_ms, steps, 0, NULL);
 }
 
 /* Turns never leave a wide client without SMs for good: a partner whose
@@ -1182,6 +1254,26 @@ VE_TEST(tput_grant_turns_leave_no_wide_client_starved)
 					 off[0] * 30.0 / 10 + off[1] * 30.0 / 10,
 		     "host-phase job %u (%u without turns), dense %u (%u)", on[0], off[0], on[1],
 		     off[1]);
+}
+
+/* A turn holder whose gaps stop (an evaluation phase, a data loader that
+ * caught up) hands the GPU on within about two of its usual runs (3 ms
+ * here): its partner, busy all along, waited 104 ms for the holder's share
+ * of time away to decay. Before the change, turns as usual. */
+VE_TEST(tput_grant_turns_end_when_the_holder_stops_leaving)
+{
+	uint32_t steps[2];
+	double starved, g[2] = {3, 30}, h[2] = {3, 0};
+	turn_progress_to("", g, h, steps, 5000, &starved);
+	VE_CHECK_MSG(starved <= 12, "the dense partner went %.1f ms without SMs", starved);
+	/* Its steps after the stop: half the GPU or more (a split, or a
+	 * share once the holder's time away has decayed). */
+	VE_CHECK_MSG(steps[1] >= 5000 / 30 / 2 + 5000 / 30 / 2 * 9 / 10,
+		     "dense partner: %u steps in 10 s", steps[1]);
+	uint32_t before[2];
+	turn_progress("", g, h, before);
+	VE_CHECK_MSG(steps[0] * 10 >= before[0] * 5, "host-phase job: %u steps, %u without the stop",
+		     steps[0], before[0]);
 }
 
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
