@@ -8,7 +8,7 @@
 #   ops_metrics_promtool   Prometheus's promtool accepts the text (skip without it)
 #   ops_metrics_documented every metric family is in docs/operations.md
 #   ops_metrics_ctl        `ve-ctl metrics` prints the same families
-#   ops_clients            `ve-ctl clients` lists both with the SMs they may use
+#   ops_clients            `ve-ctl clients` lists both with the SMs they may use and why
 #   ops_trace              `ve-ctl trace --seconds 1`: JSON with tracks per client and
 #                          per entry, grant/lease spans, no overlap within a track
 #   ops_drain              drain refuses a new client, registered ones go on; resume
@@ -162,8 +162,11 @@ for c in d["clients"]:
     assert c["sms"] >= 0 and "grant_entry" in c and c["user"] and c["bindings"] > 0, c
     assert c["late"] == 0, c  # no deadlines given: nothing can be late
     assert c["lend_entry"] >= -1 and (c["lend_entry"] == -1) == (c["lent_sms"] == 0), c
+    # the policy (tput) says why each has its grant
+    assert c["why"] in ("idle", "alone", "split", "shared", "turn", "in-gap", "waiting",
+                        "narrow"), c
 assert {c["class"] for c in d["clients"]} == {"batch", "latency"}, d
-' 2>"$tmp/py.err"; then
+' 2>"$tmp/py.err" && echo "$out" | head -n 2 | grep -q " why "; then
 	ok ops_clients
 else
 	fail ops_clients "$(echo "$out" | head -n 4) $(head -c 300 "$tmp/py.err")"

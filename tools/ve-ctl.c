@@ -11,6 +11,7 @@
 #include "util/util.h"
 #include "util/timeline.h"
 #include "util/version.h"
+#include "ve/ve_policy.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -203,13 +204,13 @@ static void print_status_json(const struct ve_ctl_status *m)
 		    ",\"class\":\"%s\",\"ready\":%u,\"bound\":%u,\"ring_in\":%u,\"ring_out\":%u,"
 		    "\"overflow\":%u,\"bindings\":%llu,\"completions\":%llu,\"failed\":%llu,"
 		    "\"records_in\":%llu,\"records_out\":%llu,\"age_s\":%.3f,\"ops_per_s\":%.1f,"
-		    "\"late\":%llu}",
+		    "\"late\":%llu,\"why\":\"%s\"}",
 		    (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch", c[i].ready,
 		    c[i].bound, c[i].ring_in, c[i].ring_out, c[i].overflow,
 		    (unsigned long long)c[i].bindings, (unsigned long long)c[i].completions,
 		    (unsigned long long)c[i].failed, (unsigned long long)c[i].records_in,
 		    (unsigned long long)c[i].records_out, (double)c[i].age_ns / 1e9,
-		    c[i].ops_per_s, (unsigned long long)c[i].late);
+		    c[i].ops_per_s, (unsigned long long)c[i].late, ve_grant_why_name(c[i].why));
 	}
 	fprintf(f, "]}\n");
 }
@@ -593,13 +594,15 @@ static int cmd_clients(int fd)
 			json_str(stdout, c[i].name);
 			printf(",\"class\":\"%s\",\"grant_entry\":%d,\"sms\":%u,\"leases\":%u,"
 			       "\"ready\":%u,\"bound\":%u,\"bindings\":%llu,\"completions\":%llu,"
-			       "\"ops_per_s\":%.1f,\"late\":%llu,\"lend_entry\":%d,\"lent_sms\":%u}",
+			       "\"ops_per_s\":%.1f,\"late\":%llu,\"lend_entry\":%d,\"lent_sms\":%u,"
+			       "\"why\":\"%s\"}",
 			       (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch",
 			       c[i].grant_entry == 0xffff ? -1 : (int)c[i].grant_entry,
 			       c[i].granted_sms, leases, c[i].ready, c[i].bound,
 			       (unsigned long long)c[i].bindings, (unsigned long long)c[i].completions,
 			       c[i].ops_per_s, (unsigned long long)c[i].late,
-			       c[i].lend_entry == 0xffff ? -1 : (int)c[i].lend_entry, c[i].lent_sms);
+			       c[i].lend_entry == 0xffff ? -1 : (int)c[i].lend_entry, c[i].lent_sms,
+			       ve_grant_why_name(c[i].why));
 		}
 		printf("]}\n");
 		return 0;
@@ -608,9 +611,9 @@ static int cmd_clients(int fd)
 	       (m->h.flags & VE_CTL_F_DRAINING) ? " (draining: no new client is admitted)" : "");
 	if (!m->nclients)
 		return 0;
-	printf("  %3s %8s %-10s %-16s %-7s %6s %5s %9s %6s %6s %6s %10s %10s %8s\n", "id", "pid",
-	       "user", "name", "class", "grant", "SMs", "lend", "leases", "ready", "bound",
-	       "bindings", "ops/s", "late");
+	printf("  %3s %8s %-10s %-16s %-7s %6s %5s %-8s %9s %6s %6s %6s %10s %10s %8s\n", "id",
+	       "pid", "user", "name", "class", "grant", "SMs", "why", "lend", "leases", "ready",
+	       "bound", "bindings", "ops/s", "late");
 	for (uint32_t i = 0; i < m->nclients; i++) {
 		uint32_t leases = 0;
 		for (uint32_t k = 0; k < m->nentries; k++)
@@ -626,10 +629,11 @@ static int cmd_clients(int fd)
 			snprintf(l, sizeof(l), "-");
 		else
 			snprintf(l, sizeof(l), "%u/%u", c[i].lend_entry, c[i].lent_sms);
-		printf("  %3d %8d %-10.10s %-16.16s %-7s %6s %5u %9s %6u %6u %6u %10llu %10.0f %8llu\n",
+		printf("  %3d %8d %-10.10s %-16.16s %-7s %6s %5u %-8s %9s %6u %6u %6u %10llu %10.0f "
+		       "%8llu\n",
 		       c[i].id, c[i].pid, user_name(c[i].uid, u, sizeof(u)), c[i].name,
 		       (c[i].class_flags & VE_CTL_CLASS_LATENCY) ? "latency" : "batch", g,
-		       c[i].granted_sms, l, leases, c[i].ready, c[i].bound,
+		       c[i].granted_sms, ve_grant_why_name(c[i].why), l, leases, c[i].ready, c[i].bound,
 		       (unsigned long long)c[i].bindings, c[i].ops_per_s,
 		       (unsigned long long)c[i].late);
 	}
@@ -732,7 +736,7 @@ static void usage(FILE *f)
 		"usage: ve-ctl [--socket PATH | --device N] [--json] COMMAND\n"
 		"  status [-a]       pool entries (busy ones; -a: all), clients, counters\n"
 		"  top [-n N]        status every second until Ctrl-C (or N times)\n"
-		"  clients           the clients, each with its grant and the SMs it may use\n"
+		"  clients           the clients, each with its grant, the SMs it may use and why\n"
 		"  metrics           the Prometheus text ved's metrics endpoint serves\n"
 		"  trace [--seconds N] FILE\n"
 		"                    a Perfetto/Chrome trace ('-': stdout) of ved's recent\n"

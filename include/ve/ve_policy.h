@@ -34,7 +34,8 @@
 extern "C" {
 #endif
 
-#define VE_POLICY_ABI_VERSION 3 /* 2 adds grant(), 3 ve_grant_plan.lend; older ones still load */
+/* 2 adds grant(), 3 ve_grant_plan.lend, 4 ve_grant_plan.why; older ones still load */
+#define VE_POLICY_ABI_VERSION 4
 #define VE_POLICY_MAX_CLIENTS 64
 
 /* Ready-op flags. */
@@ -198,7 +199,38 @@ struct ve_grant_plan {
 	 * every tick: a lend lasts while the policy asks for it each tick.
 	 * Policies built for ABI 2 never lend. */
 	uint16_t lend[VE_POLICY_MAX_CLIENTS];
+	/* ABI 4: per client, why it has the grant it has (VE_WHY_*), shown by
+	 * `ve-ctl clients`. Arrives as the policy last left it; policies built
+	 * for ABI 3 or older never write it (shown as "-"). Says nothing to
+	 * the coordinator: it enforces entry, share and lend only. */
+	uint8_t why[VE_POLICY_MAX_CLIENTS];
 };
+
+/* ve_grant_plan.why values. */
+enum ve_grant_why {
+	VE_WHY_UNKNOWN = 0, /* the policy does not say */
+	VE_WHY_IDLE,	    /* no work for longer than its hold: its SMs went to others */
+	VE_WHY_ALONE,	    /* the only client: the widest entry, busy or idle */
+	VE_WHY_SPLIT,	    /* SMs of its own, sized by its demand beside the others' */
+	VE_WHY_SHARED,	    /* the whole GPU, shared with the others (like MPS) */
+	VE_WHY_TURN,	    /* holds the turn: the GPU while it has work (host phases) */
+	VE_WHY_IN_GAP,	    /* runs in the turn holder's gap, yields when it is back */
+	VE_WHY_WAITING,	    /* another client holds the turn: no SMs while it runs */
+	VE_WHY_NARROW,	    /* narrow kernels: SMs of its own beside the turns */
+	VE_WHY_RESERVED,    /* a latency client's reservation (tpot) */
+	VE_WHY_FIXED,	    /* its part of a static partition (fixed) */
+	VE_WHY_RANDOM,	    /* a random grant (chaos) */
+	VE_WHY_COUNT
+};
+
+/* A short name for a VE_WHY_* value ("-" for unknown ones). */
+static inline const char *ve_grant_why_name(unsigned why)
+{
+	static const char *const names[VE_WHY_COUNT] = {
+	    "-",      "idle",	"alone",    "split", "shared", "turn",
+	    "in-gap", "waiting", "narrow", "reserved", "fixed", "random"};
+	return why < VE_WHY_COUNT ? names[why] : "-";
+}
 
 /* ve_grant_plan.share bits. */
 #define VE_GRANT_SHARE (1u << 0)

@@ -39,6 +39,7 @@ struct grant_client {
 	 * now. want_lend: the policy's; lend: in effect (admitted once no other
 	 * lend and nothing being handed over is on those SMs). */
 	uint16_t lend, want_lend;
+	uint8_t why;	     /* the policy's reason for its target (VE_WHY_*, ABI 4) */
 	uint64_t gen;	     /* bumped whenever entry or lend changes */
 	uint64_t closing;    /* leaves taken away that may still run its work: the takes' */
 	struct take take[TAKES_MAX];
@@ -918,6 +919,12 @@ uint16_t ve_coord_lend(const struct ve_coord *c, uint32_t client)
 	return client < c->rq.nclients ? c->gc[client].lend : VE_POOL_NONE;
 }
 
+uint8_t ve_coord_why(const struct ve_coord *c, uint32_t client)
+{
+	return client < c->rq.nclients && c->cl[client].active ? c->gc[client].why
+							       : VE_WHY_UNKNOWN;
+}
+
 void ve_coord_client_forget(struct ve_coord *c, uint32_t client)
 {
 	if (client >= c->rq.nclients)
@@ -1286,6 +1293,7 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 			/* Lends last while the policy asks for them: one that
 			 * never writes plan.lend (a reload to fixed) ends them. */
 			c->plan.lend[k] = VE_POOL_NONE;
+			c->plan.why[k] = on ? g->why : VE_WHY_UNKNOWN;
 		}
 		if (c->pol->grant(c->pol_priv, &c->view, c->dem, &c->plan) == 0) {
 			bool lends = c->pol->abi_version >= 3;
@@ -1293,6 +1301,10 @@ int ve_coord_tick(struct ve_coord *c, bool force)
 			for (uint32_t k = 0; k < c->rq.nclients; k++) {
 				if (!c->cl[k].active)
 					continue;
+				/* Older policies leave 'why' as it came: unknown. */
+				c->gc[k].why = c->pol->abi_version >= 4 && !c->gc[k].paused
+						   ? c->plan.why[k]
+						   : VE_WHY_UNKNOWN;
 				uint16_t t = c->gc[k].paused ? VE_POOL_NONE : c->plan.entry[k];
 				if (t != VE_POOL_NONE && t >= c->pool.nentries) {
 					VE_WARN("policy %s granted client %u entry %u, which does not "

@@ -144,6 +144,10 @@ int ve_coord_grant(const struct ve_coord *c, uint32_t client, uint16_t *entry, u
 /* The entry lent to the client for short kernels (VE_POOL_NONE: none); a
  * change of it bumps the generation above too. */
 uint16_t ve_coord_lend(const struct ve_coord *c, uint32_t client);
+/* Grant mode: the policy's reason for the client's grant (VE_WHY_*;
+ * VE_WHY_UNKNOWN when it gives none, before its first tick, or in per-op
+ * mode). */
+uint8_t ve_coord_why(const struct ve_coord *c, uint32_t client);
 /* Whether the client's grant is shared (it may overlap other shared grants). */
 bool ve_coord_grant_shared(const struct ve_coord *c, uint32_t client);
 /* The demand of the client's last report (inspection: tests, status). */

@@ -183,7 +183,8 @@ struct ve_ctl_client {
 	uint16_t granted_sms;  /* SMs it may use now: its grant's, else its leases' */
 	uint16_t lend_entry;   /* the entry lent to it for short kernels, 0xffff: none */
 	uint16_t lent_sms;     /* that entry's SMs (0: none) */
-	uint32_t pad0;
+	uint8_t why;	       /* the policy's reason for its grant (VE_WHY_*, 0: none given) */
+	uint8_t pad0[3];
 	uint64_t bindings;
 	uint64_t completions;
 	uint64_t failed; /* failed submissions */

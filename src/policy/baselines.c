@@ -50,6 +50,7 @@ static int whole_grant(void *priv, const struct ve_policy_view *v,
 	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 		plan->entry[k] = v->clients[k].active ? v->pool->root : VE_POOL_NONE;
 		plan->share[k] = 1;
+		plan->why[k] = VE_WHY_SHARED;
 	}
 	return 0;
 }
@@ -345,12 +346,15 @@ static int fixed_grant(void *priv, const struct ve_policy_view *v,
 		}
 		plan->entry[k] = home;
 		plan->share[k] = nreg > f->parts;
+		plan->why[k] = VE_WHY_FIXED;
 	}
 	/* The groups it borrows wait until that launch has run. */
 	for (uint32_t k = 0; wide && k < n; k++)
 		if (k != borrower && plan->entry[k] != VE_POOL_NONE &&
-		    (p->e[plan->entry[k]].leaves & wide))
+		    (p->e[plan->entry[k]].leaves & wide)) {
 			plan->entry[k] = VE_POOL_NONE;
+			plan->why[k] = VE_WHY_WAITING;
+		}
 	return 0;
 }
 
@@ -399,6 +403,7 @@ static int chaos_grant(void *priv, const struct ve_policy_view *v,
 		plan->entry[k] = VE_POOL_NONE;
 		plan->share[k] = 0;
 		plan->lend[k] = VE_POOL_NONE;
+		plan->why[k] = VE_WHY_RANDOM;
 		if (v->clients[k].active)
 			order[n++] = k;
 	}

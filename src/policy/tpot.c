@@ -475,8 +475,15 @@ static void tpot_notify(void *priv, const struct ve_policy_view *v,
 	case VE_PEV_CLIENT_REMOVED:
 		t->lat_mask[ev->client / 64] &= ~(1ull << (ev->client % 64));
 		if (t->holder == (int32_t)ev->client) {
+			/* The reservation passes to the next latency client, if
+			 * any (it stayed unprotected until another registered). */
 			t->holder = -1;
 			t->wide = VE_POOL_NONE;
+			for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS && t->holder < 0; k++)
+				if (t->lat_mask[k / 64] >> (k % 64) & 1) {
+					t->holder = (int32_t)k;
+					t->want_standing = true;
+				}
 		}
 		break;
 	case VE_PEV_COMPLETED:
@@ -565,11 +572,13 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 		if (!v->clients[k].active || !(dem[k].flags & VE_DEMAND_LATENCY))
 			continue;
-		if (lat < 0)
-			lat = (int32_t)k;
-		else
-			plan->entry[k] = VE_POOL_NONE; /* one reservation: the first client's */
+		/* One reservation, the first latency client's; the others are
+		 * planned with the batch clients outside it (left out of the
+		 * plan, a second server got no grant at all: each of its ops
+		 * waited for the watchdog). */
+		lat = (int32_t)k;
 		skip[k / 64] |= 1ull << (k % 64);
+		break;
 	}
 	uint64_t avail = p->all_leaves, lendable = 0;
 	if (lat >= 0) {
@@ -626,6 +635,7 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 		}
 		plan->entry[lat] = target;
 		plan->share[lat] = 0;
+		plan->why[lat] = target != VE_POOL_NONE ? VE_WHY_RESERVED : VE_WHY_IDLE;
 		if (target != VE_POOL_NONE)
 			avail &= ~p->e[target].leaves;
 		/* lend_reserve: the reservation in effect, its owner idle for

@@ -742,6 +742,10 @@ static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
 	for (uint32_t i = 0; i < n; i++) {
 		plan->entry[cl[i]] = out[i];
 		plan->share[cl[i]] = (int)i == turn && yield ? VE_GRANT_YIELD : 0;
+		plan->why[cl[i]] = !wide[i]	 ? VE_WHY_NARROW
+				   : (int)i != turn ? VE_WHY_WAITING
+				   : yield	 ? VE_WHY_IN_GAP
+						 : VE_WHY_TURN;
 	}
 	return true;
 }
@@ -816,6 +820,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			    (!alone && !ve__grant_active(d, v->now_ns, hold_ns(t, k, d)))) {
 				plan->entry[k] = VE_POOL_NONE; /* idle: its SMs go to the others */
 				plan->share[k] = 0;
+				plan->why[k] = VE_WHY_IDLE;
 				continue;
 			}
 			force |= waiting;
@@ -926,6 +931,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		for (uint32_t i = 0; i < n; i++) {
 			plan->entry[cl[i]] = widest;
 			plan->share[cl[i]] = VE_GRANT_SHARE;
+			plan->why[cl[i]] = VE_WHY_SHARED;
 		}
 		return 0;
 	}
@@ -933,9 +939,12 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		if (widest != VE_POOL_NONE && p->e[widest].sms >= min[0]) {
 			plan->entry[cl[0]] = widest;
 			plan->share[cl[0]] = 0;
+			plan->why[cl[0]] = VE_WHY_ALONE;
 			return 0;
 		}
 	}
+	for (uint32_t i = 0; i < n; i++)
+		plan->why[cl[i]] = VE_WHY_SPLIT; /* a new plan, or the current one kept */
 	/* The current grants still fit when they are disjoint, inside avail
 	 * and wide enough for what waits. */
 	uint64_t seen = 0;

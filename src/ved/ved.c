@@ -1015,6 +1015,7 @@ static void do_status(struct ved *d, struct vconn *c)
 		o->granted_sms = (uint16_t)(sms < 4096 ? sms : 4096);
 		const struct ve_coord *co = ve_serve_coord(d->srv);
 		o->lend_entry = ve_coord_lend(co, id);
+		o->why = ve_coord_why(co, id);
 		const struct ve_pool *lp = ve_serve_pool(d->srv);
 		o->lent_sms = lp && o->lend_entry < lp->nentries ? (uint16_t)lp->e[o->lend_entry].sms : 0;
 	}

@@ -1276,6 +1276,36 @@ VE_TEST(tput_grant_turns_end_when_the_holder_stops_leaving)
 		     steps[0], before[0]);
 }
 
+/* tpot reserves SMs for the first latency-class client; a second one (two
+ * inference servers beside a training job) is planned with the batch
+ * clients outside the reservation. It got no grant at all: each of its
+ * ops waited for the watchdog (10 s) and then ran on the whole GPU. */
+VE_TEST(tpot_grant_a_second_latency_client_gets_sms)
+{
+	struct grant_fix f;
+	grant_fix_init_n(&f, "tpot", "", 3);
+	for (uint64_t i = 1; i <= 50; i++) {
+		f.v.now_ns = i * 1000000;
+		for (int k = 0; k < 3; k++)
+			f.dem[k] = (struct ve_client_demand){.ready = 1, .inflight = 1, .want_sms = 66,
+							     .active_ns = f.v.now_ns,
+							     .entry = f.plan.entry[k], .op_us = 100,
+							     .flags = k < 2 ? VE_DEMAND_LATENCY : 0};
+		grant_fix_round(&f);
+	}
+	uint16_t e0 = f.plan.entry[0], e1 = f.plan.entry[1], e2 = f.plan.entry[2];
+	VE_CHECK_MSG(e0 != VE_POOL_NONE && e1 != VE_POOL_NONE && e2 != VE_POOL_NONE,
+		     "grants %d %d %d", e0, e1, e2);
+	if (e0 != VE_POOL_NONE && e1 != VE_POOL_NONE && e2 != VE_POOL_NONE) {
+		/* The first holds the reservation, the others share nothing of it. */
+		VE_CHECK_EQ(f.p->e[e0].leaves & (f.p->e[e1].leaves | f.p->e[e2].leaves), 0);
+		VE_CHECK_EQ(f.p->e[e1].leaves & f.p->e[e2].leaves, 0);
+		VE_CHECK_EQ(f.plan.why[0], VE_WHY_RESERVED);
+		VE_CHECK_EQ(f.plan.why[1], VE_WHY_SPLIT);
+	}
+	grant_fix_fini(&f);
+}
+
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
 {
 	struct ve_coord *c = mk_coord("tput", false, false);
@@ -2174,6 +2204,33 @@ VE_TEST(tpot_standing_reservation_renewed_and_never_entered)
 	ve_coord_destroy(c);
 }
 
+/* Per-op mode: when the latency client holding the standing reservation
+ * leaves, the reservation passes to another latency client (it had none
+ * until yet another one registered). */
+VE_TEST(tpot_reservation_passes_to_the_next_latency_client)
+{
+	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 2, VE_READY_LATENCY), 0);
+	ve_coord_set_now(c, 1000);
+	struct ve_binding b[8];
+	VE_CHECK_EQ(sched(c, b, 8), 0);
+	const uint16_t st = 29; /* as in the test above */
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	VE_CHECK_EQ(p->e[st].reserve_for, 0);
+	VE_CHECK_EQ(ve_coord_client_remove(c, 0), 0);
+	ve_coord_set_now(c, 2000000);
+	VE_CHECK_EQ(sched(c, b, 8), 0);
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	VE_CHECK_EQ(p->e[st].reserve_for, 2);
+	ready(c, 2, 1, K_DECODE, 3000000, 0, VE_READY_LATENCY);
+	VE_CHECK_EQ(sched(c, b, 8), 1);
+	VE_CHECK_EQ(b[0].entry, st);
+	ve_coord_destroy(c);
+}
+
 VE_TEST(tpot_latency_ops_earliest_deadline_first_all_offered)
 {
 	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
@@ -2901,8 +2958,10 @@ VE_TEST(external_policy_so_loads_and_wrong_abi_is_refused)
 	err[0] = 0;
 	VE_CHECK_EQ(ve_policy_resolve(g_so[1], &ops, &args, &h, err, sizeof(err)), -EPROTO);
 	VE_CHECK(h == NULL);
-	VE_CHECK_MSG(strstr(err, "built for policy ABI version 99") &&
-			 strstr(err, "speaks version 3") && strstr(err, "rebuild it"),
+	char speaks[48];
+	snprintf(speaks, sizeof(speaks), "speaks version %d", VE_POLICY_ABI_VERSION);
+	VE_CHECK_MSG(strstr(err, "built for policy ABI version 99") && strstr(err, speaks) &&
+			 strstr(err, "rebuild it"),
 		     "message: %s", err);
 	cfg.policy = g_so[1];
 	VE_CHECK_EQ(ve_coord_create(&cfg, &c, err, sizeof(err)), -EPROTO);
