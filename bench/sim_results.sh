@@ -22,6 +22,7 @@ PLAN=(
   "coloc-dense-dense|tput,tput:turns=0,fixed,whole|"
   "coloc-three|tput,tput:turns=0,fixed,whole|"
   "decode-pair-graphs|tput,tput:share=0,fixed,whole|"
+  "serve-two|tpot:reserve=32,tput,fixed,whole|"
 )
 
 run() { # name policies extra-args...

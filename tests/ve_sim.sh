@@ -44,13 +44,16 @@
 #   sim_share_short_gaps   two decode loops that read their token back every step
 #                          (decode-pair-graphs, 3 seeds): tput shares the GPU, within 2%
 #                          of whole (every SM to both) and 3% ahead of tput:share=0
+#   sim_serve_two          two inference servers beside a training job (serve-two, tpot):
+#                          both served, each p99 within 1.5x of the other and under 5 ms
 #   tests/ve_sim.sh ROOT BUILD
 # Needs python3 to read the JSON (skips without it).
 set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="oracle_keys oracle_best_is_best oracle_bound_holds oracle_best_reproduces oracle_text
      oracle_bound_value oracle_serving_bound oracle_entry_search oracle_hill_climb oracle_refusals
-     oracle_slo sim_bind_mode sim_deadlines sim_lend sim_share sim_turns sim_share_short_gaps"
+     oracle_slo sim_bind_mode sim_deadlines sim_lend sim_share sim_turns sim_share_short_gaps
+     sim_serve_two"
 sim=$build/ve-sim
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$sim" ]; then
 	for n in $ALL; do skip "$n" "needs python3 and $sim"; done
@@ -407,4 +410,11 @@ scenario_case sim_turns coloc-hostphase-dense "--horizon-ms 1500 --policies tput
 # ---- sharing beside short gaps (docs/policies.md, "Duty weights")
 scenario_case sim_share_short_gaps decode-pair-graphs "--seeds 3 --policies tput,tput:share=0,whole" \
 	"$(agg tput) >= 0.98 * $(agg whole)" "$(agg tput) >= 1.03 * $(agg tput:share=0)"
+
+# ---- several latency clients under tpot (docs/policies.md, "Grant form")
+lat() { echo "pol[\"tpot:reserve=32\"][\"jobs\"][\"$1\"][\"latency_p99_us\"][\"mean\"]"; }
+scenario_case sim_serve_two serve-two "--horizon-ms 1500 --policies tpot:reserve=32" \
+	'pol["tpot:reserve=32"]["jobs"]["infer2"]["normalized_throughput"]["mean"] > 0.95' \
+	"$(lat infer2) <= 1.5 * $(lat infer)" "$(lat infer) <= 1.5 * $(lat infer2)" \
+	"$(lat infer2) < 5000" 'pol["tpot:reserve=32"]["jobs"]["train"]["normalized_throughput"]["mean"] > 0.3'
 summary

@@ -569,20 +569,40 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 	const struct ve_pool *p = v->pool;
 	uint64_t skip[VE_POLICY_MAX_CLIENTS / 64 + 1] = {0};
 	int32_t lat = -1;
+	uint32_t nlat = 0;
+	/* One reservation for the latency clients together: with several (two
+	 * inference servers beside a training job) they share it, sized by
+	 * the demand of all of them (the first one's grant in effect, any
+	 * one's lateness, the widest want and launch, the latest work). Left
+	 * out of the plan, every one but the first got no grant at all (each
+	 * of its ops waited for the watchdog, 10 s); planned with the batch
+	 * clients, the second waited for their long kernels at every request
+	 * (ve-sim, two servers beside train-infer's training: p99 33 ms
+	 * against 2.6 ms for the first). */
+	struct ve_client_demand agg = {0};
 	for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 		if (!v->clients[k].active || !(dem[k].flags & VE_DEMAND_LATENCY))
 			continue;
-		/* One reservation, the first latency client's; the others are
-		 * planned with the batch clients outside it (left out of the
-		 * plan, a second server got no grant at all: each of its ops
-		 * waited for the watchdog). */
-		lat = (int32_t)k;
+		const struct ve_client_demand *dk = &dem[k];
+		if (lat < 0) {
+			lat = (int32_t)k;
+			agg = *dk;
+		} else {
+			agg.ready += dk->ready;
+			agg.inflight += dk->inflight;
+			agg.want_sms = VE_MAX(agg.want_sms, dk->want_sms);
+			agg.min_sms = VE_MAX(agg.min_sms, dk->min_sms);
+			agg.active_ns = VE_MAX(agg.active_ns, dk->active_ns);
+			agg.flags |= dk->flags;
+			if (dk->deadline_ns && (!agg.deadline_ns || dk->deadline_ns < agg.deadline_ns))
+				agg.deadline_ns = dk->deadline_ns;
+		}
+		nlat++;
 		skip[k / 64] |= 1ull << (k % 64);
-		break;
 	}
 	uint64_t avail = p->all_leaves, lendable = 0;
 	if (lat >= 0) {
-		const struct ve_client_demand *d = &dem[lat];
+		const struct ve_client_demand *d = &agg;
 		uint64_t core = p->e[t->standing].leaves;
 		bool active = ve__grant_active(d, v->now_ns, t->lat_idle_ns);
 		uint16_t target = t->standing;
@@ -633,9 +653,13 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 				    dem[k].min_sms > free_max)
 					target = VE_POOL_NONE;
 		}
-		plan->entry[lat] = target;
-		plan->share[lat] = 0;
-		plan->why[lat] = target != VE_POOL_NONE ? VE_WHY_RESERVED : VE_WHY_IDLE;
+		for (uint32_t k = (uint32_t)lat; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
+			if (!(skip[k / 64] >> (k % 64) & 1))
+				continue;
+			plan->entry[k] = target;
+			plan->share[k] = nlat > 1 ? VE_GRANT_SHARE : 0;
+			plan->why[k] = target != VE_POOL_NONE ? VE_WHY_RESERVED : VE_WHY_IDLE;
+		}
 		if (target != VE_POOL_NONE)
 			avail &= ~p->e[target].leaves;
 		/* lend_reserve: the reservation in effect, its owner idle for

@@ -1276,10 +1276,10 @@ VE_TEST(tput_grant_turns_end_when_the_holder_stops_leaving)
 		     steps[0], before[0]);
 }
 
-/* tpot reserves SMs for the first latency-class client; a second one (two
- * inference servers beside a training job) is planned with the batch
- * clients outside the reservation. It got no grant at all: each of its
- * ops waited for the watchdog (10 s) and then ran on the whole GPU. */
+/* tpot's reservation with two latency-class clients (two inference servers
+ * beside a training job): they share it, the batch client runs outside it.
+ * The second one got no grant at all: each of its ops waited for the
+ * watchdog (10 s) and then ran on the whole GPU. */
 VE_TEST(tpot_grant_a_second_latency_client_gets_sms)
 {
 	struct grant_fix f;
@@ -1297,12 +1297,19 @@ VE_TEST(tpot_grant_a_second_latency_client_gets_sms)
 	VE_CHECK_MSG(e0 != VE_POOL_NONE && e1 != VE_POOL_NONE && e2 != VE_POOL_NONE,
 		     "grants %d %d %d", e0, e1, e2);
 	if (e0 != VE_POOL_NONE && e1 != VE_POOL_NONE && e2 != VE_POOL_NONE) {
-		/* The first holds the reservation, the others share nothing of it. */
-		VE_CHECK_EQ(f.p->e[e0].leaves & (f.p->e[e1].leaves | f.p->e[e2].leaves), 0);
-		VE_CHECK_EQ(f.p->e[e1].leaves & f.p->e[e2].leaves, 0);
+		VE_CHECK_EQ(e0, e1);
+		VE_CHECK((f.plan.share[0] & VE_GRANT_SHARE) && (f.plan.share[1] & VE_GRANT_SHARE));
+		VE_CHECK_EQ(f.p->e[e0].leaves & f.p->e[e2].leaves, 0);
 		VE_CHECK_EQ(f.plan.why[0], VE_WHY_RESERVED);
-		VE_CHECK_EQ(f.plan.why[1], VE_WHY_SPLIT);
+		VE_CHECK_EQ(f.plan.why[1], VE_WHY_RESERVED);
+		VE_CHECK_EQ(f.plan.why[2], VE_WHY_SPLIT);
 	}
+	/* One latency client: its reservation, not shared (as before). */
+	f.dem[1] = (struct ve_client_demand){.entry = VE_POOL_NONE};
+	f.v.now_ns += 1000000;
+	f.dem[1].flags = 0;
+	grant_fix_round(&f);
+	VE_CHECK_EQ(f.plan.share[0], 0);
 	grant_fix_fini(&f);
 }
 
