@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ved run as a service (docs/operations.md), against a real ved of this build
 # with two busy clients (prog_shim_busy on the fake driver under ve-run):
-#   ops_metrics_http       GET /metrics with curl: both clients, their SMs and
-#                          waits, the device; the exposition content type; HEAD
+#   ops_metrics_http       GET /metrics with curl: both clients, their SMs, waits
+#                          and reasons for their grants, the device; the
+#                          exposition content type; HEAD
 #   ops_metrics_errors     404, 405, an oversized request (431), an idle
 #                          connection that sends nothing: ved keeps answering
 #   ops_metrics_promtool   Prometheus's promtool accepts the text (skip without it)
@@ -101,6 +102,9 @@ else
 	grep -q '^ve_client_binds_total{.*class="latency".*} [1-9]' "$body" || bad="$bad latency-binds"
 	grep -q '^ve_device_sm_utilization_ratio{gpu="0"} ' "$body" || bad="$bad utilization"
 	grep -q '^ve_pool_entries_in_use{gpu="0",state="leased"} ' "$body" || bad="$bad entries"
+	# time with each reason for its grant: the policy (tput) gives one for both
+	[ "$(grep -E '^ve_client_grant_reason_seconds_total\{.*why="[a-z-]{2,}"\} ' "$body" |
+		sed 's/.*client="\([0-9]*\)".*/\1/' | sort -u | wc -l)" = 2 ] || bad="$bad grant-reason"
 	curl -sS -f -I --max-time 5 "$url" | grep -qi '^content-length: [1-9]' || bad="$bad HEAD"
 	if [ -z "$bad" ]; then ok ops_metrics_http; else fail ops_metrics_http "wrong:$bad"; fi
 fi

@@ -72,6 +72,9 @@ struct tpot {
 	 * (one kernel's length, which TTFT pays; TPOT does not, lat_idle_ms
 	 * covers the gaps between decode steps). */
 	bool standing_idle;
+	/* The best-effort client the reservation yields to (-1: none): its
+	 * launch fits in no entry outside the reservation (wide_launch). */
+	int32_t yield_to;
 	/* Growth past the reservation: only under deadline pressure (1, the
 	 * default: a latency op of it finished late recently, VE_DEMAND_LATE,
 	 * or one waits for SMs with less than half a TPOT left; held
@@ -184,6 +187,7 @@ static int tpot_init(const char *args, const struct ve_policy_view *v, void **pr
 	t->holder = -1;
 	t->wide = VE_POOL_NONE;
 	t->round = UINT64_MAX;
+	t->yield_to = -1;
 	int rc = ve__policy_parse_args(args, tpot_kv, t);
 	if (!rc && t->reserve_sms >= v->pool->total_sms)
 		rc = -EINVAL;
@@ -474,6 +478,8 @@ static void tpot_notify(void *priv, const struct ve_policy_view *v,
 		break;
 	case VE_PEV_CLIENT_REMOVED:
 		t->lat_mask[ev->client / 64] &= ~(1ull << (ev->client % 64));
+		if (t->yield_to == (int32_t)ev->client)
+			t->yield_to = -1;
 		if (t->holder == (int32_t)ev->client) {
 			/* The reservation passes to the next latency client, if
 			 * any (it stayed unprotected until another registered). */
@@ -562,6 +568,38 @@ static void adapt_floor(struct tpot *t, const struct ve_pool *p, const struct ve
  * yields when its owner is idle and a best-effort launch needs its SMs to
  * run at all (a cooperative or cluster launch as wide as the GPU), and with
  * standing=0 whenever its owner is idle. */
+/* Whether the reservation yields to a best-effort launch that fits in no
+ * entry outside it (a cooperative grid or cluster kernels sized as the
+ * GPU): at once while the latency clients are idle, after tput's starve_ms
+ * of waiting while they have work (kept then, such a launch never ran
+ * while a server was busy: each waited for the watchdog, 10 s), and until
+ * that client's grant has taken effect (granted the whole GPU and then
+ * planned outside the reservation again, it waited for good). */
+static bool wide_launch(struct tpot *t, const struct ve_policy_view *v,
+			const struct ve_client_demand *dem, const uint64_t *skip, uint64_t core,
+			bool active)
+{
+	const struct ve_pool *p = v->pool;
+	uint32_t free_max = 0;
+	for (uint32_t i = 0; i < p->nentries; i++)
+		if (!(p->e[i].leaves & core))
+			free_max = VE_MAX(free_max, p->e[i].sms);
+	uint32_t nk = VE_MIN(v->nclients, (uint32_t)VE_POLICY_MAX_CLIENTS);
+	int32_t y = t->yield_to;
+	if (y >= 0 && ((uint32_t)y >= nk || !v->clients[y].active ||
+		       !(dem[y].flags & VE_DEMAND_WAITING) || dem[y].min_sms <= free_max))
+		t->yield_to = -1;
+	for (uint32_t k = 0; k < nk && t->yield_to < 0; k++) {
+		if ((skip[k / 64] >> (k % 64) & 1) || !v->clients[k].active ||
+		    dem[k].min_sms <= free_max)
+			continue;
+		uint64_t w = t->tp->wait_from[k];
+		if (!active || (w && v->now_ns >= w && v->now_ns - w >= t->tp->starve_ns))
+			t->yield_to = (int32_t)k;
+	}
+	return t->yield_to >= 0;
+}
+
 static int tpot_grant(void *priv, const struct ve_policy_view *v,
 		      const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {
@@ -637,22 +675,12 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 					break;
 			}
 			target = best;
-		} else if (active) {
-			/* no pressure: its reservation (target as set above) */
-		} else if (!t->standing_idle) {
+		} else if (!active && !t->standing_idle) {
 			target = VE_POOL_NONE; /* standing=0: the SMs go back while idle */
-		} else {
-			/* Idle: yield only to a best-effort launch that cannot run
-			 * anywhere else. */
-			uint32_t free_max = 0;
-			for (uint32_t i = 0; i < p->nentries; i++)
-				if (!(p->e[i].leaves & core))
-					free_max = VE_MAX(free_max, p->e[i].sms);
-			for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++)
-				if (!(skip[k / 64] >> (k % 64) & 1) && v->clients[k].active &&
-				    dem[k].min_sms > free_max)
-					target = VE_POOL_NONE;
 		}
+		/* else: no pressure, its reservation (target as set above) */
+		if (target != VE_POOL_NONE && wide_launch(t, v, dem, skip, core, active))
+			target = VE_POOL_NONE;
 		for (uint32_t k = (uint32_t)lat; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 			if (!(skip[k / 64] >> (k % 64) & 1))
 				continue;

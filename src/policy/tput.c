@@ -750,6 +750,16 @@ static bool plan_turns(struct tput *t, const struct ve_pool *p, uint64_t avail,
 	return true;
 }
 
+/* Whether client a has waited for a grant longer than client b (a client
+ * not waiting, wait_from 0, after every waiting one; ties in client order). */
+static bool wait_before(const struct tput *t, uint32_t a, uint32_t b)
+{
+	uint64_t wa = t->wait_from[a], wb = t->wait_from[b];
+	if (!wa || !wb)
+		return wa && !wb;
+	return wa < wb || (wa == wb && a < b);
+}
+
 /* The grants (entries and sharing) of ve__tput_grant. */
 static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			 const struct ve_client_demand *dem, struct ve_grant_plan *plan, uint64_t avail,
@@ -796,9 +806,23 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 		pinned[k / 64] |= 1ull << (k % 64);
 		avail &= ~p->e[tg].leaves;
 	}
-	/* Clients waiting for a grant go first (MinBind order), then the rest. */
+	/* Clients waiting for a grant go first (MinBind order), those waiting
+	 * longest first, then the rest. In client order, two clients whose
+	 * launches each need the whole GPU took it in turns (one's grant in
+	 * effect, it waits for nothing, and the other, waiting, came first)
+	 * while a third client never got any SMs (test
+	 * tput_grant_serves_waiting_clients_in_the_order_they_began_to_wait). */
+	uint32_t nk = VE_MIN(v->nclients, (uint32_t)VE_POLICY_MAX_CLIENTS);
+	uint32_t by_wait[VE_POLICY_MAX_CLIENTS];
+	for (uint32_t j = 0; j < nk; j++) {
+		uint32_t i = j;
+		for (; i > 0 && wait_before(t, j, by_wait[i - 1]); i--)
+			by_wait[i] = by_wait[i - 1];
+		by_wait[i] = j;
+	}
 	for (uint32_t pass = 0; pass < 2; pass++) {
-		for (uint32_t k = 0; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
+		for (uint32_t j = 0; j < nk; j++) {
+			uint32_t k = pass == 0 ? by_wait[j] : j;
 			if (skipped(skip_clients, k))
 				continue;
 			if (pinned[k / 64] >> (k % 64) & 1)
@@ -816,11 +840,16 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			bool waiting = ((d->flags & VE_DEMAND_WAITING) || d->ready) && !target_ok;
 			if ((pass == 0) != waiting)
 				continue;
+			if (!waiting)
+				t->wait_from[k] = 0;
+			else if (!t->wait_from[k])
+				t->wait_from[k] = VE_MAX(v->now_ns, 1ull);
 			if (!v->clients[k].active ||
 			    (!alone && !ve__grant_active(d, v->now_ns, hold_ns(t, k, d)))) {
 				plan->entry[k] = VE_POOL_NONE; /* idle: its SMs go to the others */
 				plan->share[k] = 0;
 				plan->why[k] = VE_WHY_IDLE;
+				t->wait_from[k] = 0;
 				continue;
 			}
 			force |= waiting;
@@ -975,6 +1004,7 @@ void ve__tput_client_event(struct tput *t, const struct ve_policy_event *ev)
 	    (ev->kind != VE_PEV_CLIENT_ADDED && ev->kind != VE_PEV_CLIENT_REMOVED))
 		return;
 	t->duty_ns[ev->client] = 0;
+	t->wait_from[ev->client] = 0;
 	if (t->turn_k == (int32_t)ev->client)
 		t->turn_k = -1;
 }

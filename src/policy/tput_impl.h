@@ -68,6 +68,7 @@ struct tput {
 	uint64_t turn_hold_ns;	/* ... this long: turn_idle_ns, or a partner's mean kernel if longer */
 	int32_t turn_k;		/* the client whose turn it is (-1: no turns now) */
 	double peak[VE_POLICY_MAX_CLIENTS];	  /* want_sms while busy, decaying over busy time */
+	uint64_t wait_from[VE_POLICY_MAX_CLIENTS]; /* since when it waits for a grant (0: not) */
 	double away[VE_POLICY_MAX_CLIENTS];	  /* share of time in gaps past turn_hold_ns */
 	uint64_t run_from[VE_POLICY_MAX_CLIENTS]; /* end of its last gap past turn_hold_ns */
 	double run_ns[VE_POLICY_MAX_CLIENTS];	  /* running average of its runs between such gaps */

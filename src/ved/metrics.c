@@ -26,6 +26,8 @@ struct mcl {
 	uint32_t leases;
 	uint32_t sms; /* SMs of (grant | leases) */
 	double sm_s;  /* integral of sms over time */
+	uint8_t why;  /* the policy's reason for its grant (VE_WHY_*) */
+	double why_s[VE_WHY_COUNT]; /* time spent with each */
 };
 
 struct ment {
@@ -118,8 +120,10 @@ static void integrate(struct ved_metrics *m, uint64_t now)
 	if (m->last_ns && now > m->last_ns) {
 		double dt = (double)(now - m->last_ns) / 1e9;
 		for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
-			if (m->cl[i].on)
+			if (m->cl[i].on) {
 				m->cl[i].sm_s += dt * m->cl[i].sms;
+				m->cl[i].why_s[m->cl[i].why < VE_WHY_COUNT ? m->cl[i].why : 0] += dt;
+			}
 		m->busy_sm_s += dt * m->busy_sms;
 	}
 	m->last_ns = now;
@@ -213,6 +217,7 @@ static void clients_pass(struct ved_metrics *m, struct ve_serve *srv, const stru
 			c->grant_since = now;
 		}
 		c->grant_gen = gen;
+		c->why = ve_coord_why(co, i);
 	}
 	m->last_clients_ns = now;
 }
@@ -546,6 +551,18 @@ int ved_metrics_render(struct ved_metrics *m, struct ve_serve *srv,
 	family(f, "ve_client_sm_seconds_total", "counter",
 	       "SM-seconds granted to the client (rate() is its average SMs over a window).");
 	EACH("ve_client_sm_seconds_total", m->cl[r->id].sm_s);
+	family(f, "ve_client_grant_reason_seconds_total", "counter",
+	       "Seconds the client spent with each reason for its grant (label why, as in ve-ctl "
+	       "clients: idle, alone, split, shared, turn, in-gap, waiting, narrow, reserved, "
+	       "fixed, random; - when the policy gives none).");
+	for (uint32_t k = 0; k < nr; k++)
+		for (unsigned w = 0; w < VE_WHY_COUNT; w++)
+			if (m->cl[rows[k].id].why_s[w] > 0) {
+				char why[32];
+				snprintf(why, sizeof(why), "why=\"%s\"", ve_grant_why_name(w));
+				sample(f, "ve_client_grant_reason_seconds_total", rows[k].labels, why,
+				       m->cl[rows[k].id].why_s[w]);
+			}
 	family(f, "ve_client_leases_held", "gauge", "Pool entries the client holds a lease on now.");
 	EACH("ve_client_leases_held", m->cl[r->id].leases);
 	family(f, "ve_client_ops_ready", "gauge", "Ops of the client waiting at ved for a binding.");

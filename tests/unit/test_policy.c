@@ -1313,6 +1313,89 @@ VE_TEST(tpot_grant_a_second_latency_client_gets_sms)
 	grant_fix_fini(&f);
 }
 
+/* Busy clients, each wanting want[k] SMs, with launches that need need[k]
+ * SMs at least (a cooperative grid, cluster kernels sized as the GPU) and
+ * kernels of op_us[k]; lat[k]: latency class. Grants take effect a tick
+ * (0.2 ms) after the plan names them, on SMs no other client's grant in
+ * effect holds. The longest any client had work and no grant it could run
+ * it on, in 2 s. */
+struct busy_mix {
+	uint32_t n, want[4], need[4], op_us[4];
+	bool lat[4];
+};
+
+static double busy_mix_wait_ms(const char *pol, const char *args, const struct busy_mix *m)
+{
+	struct grant_fix f;
+	grant_fix_init_n(&f, pol, args, m->n);
+	uint16_t eff[4] = {VE_POOL_NONE, VE_POOL_NONE, VE_POOL_NONE, VE_POOL_NONE};
+	double wait[4] = {0, 0, 0, 0}, worst = 0;
+	for (uint64_t i = 1; i <= 10000; i++) {
+		f.v.now_ns = i * 200000;
+		for (uint32_t k = 0; k < m->n; k++) {
+			bool fits = eff[k] != VE_POOL_NONE && f.p->e[eff[k]].sms >= m->need[k];
+			f.dem[k] = (struct ve_client_demand){
+			    .ready = fits ? 0 : 2, .inflight = fits ? 2 : 0, .want_sms = m->want[k],
+			    .min_sms = fits ? 0 : m->need[k], .active_ns = f.v.now_ns,
+			    .entry = eff[k], .op_us = m->op_us[k],
+			    .flags = (fits ? 0 : VE_DEMAND_WAITING) |
+				     (m->lat[k] ? VE_DEMAND_LATENCY : 0)};
+			wait[k] = fits ? 0 : wait[k] + 0.2;
+			worst = VE_MAX(worst, wait[k]);
+		}
+		grant_fix_round(&f);
+		for (uint32_t k = 0; k < m->n; k++) {
+			uint16_t tg = f.plan.entry[k];
+			if (tg == eff[k])
+				continue;
+			uint64_t busy = 0;
+			for (uint32_t j = 0; j < m->n; j++)
+				if (j != k && eff[j] != VE_POOL_NONE &&
+				    !((f.plan.share[k] & VE_GRANT_SHARE) && (f.plan.share[j] & VE_GRANT_SHARE)))
+					busy |= f.p->e[eff[j]].leaves;
+			eff[k] = tg != VE_POOL_NONE && !(f.p->e[tg].leaves & busy) ? tg : VE_POOL_NONE;
+		}
+	}
+	grant_fix_fini(&f);
+	return worst;
+}
+
+/* Clients waiting for a grant are planned longest-waiting first. In client
+ * order, two clients whose launches each need the whole GPU took it in
+ * turns (each one's grant in effect, it waits for nothing, and the other,
+ * waiting, came first) and a narrow third never got any SMs. */
+VE_TEST(tput_grant_serves_waiting_clients_in_the_order_they_began_to_wait)
+{
+	const struct busy_mix m = {
+	    .n = 3, .want = {132, 132, 8}, .need = {132, 132, 0}, .op_us = {1000, 1000, 10}};
+	const char *pols[][2] = {{"tput", ""}, {"tpot", ""}, {"tput", "turns=0"}};
+	for (int i = 0; i < 3; i++) {
+		double w = busy_mix_wait_ms(pols[i][0], pols[i][1], &m);
+		VE_CHECK_MSG(w <= 50, "%s:%s: a client waited %.1f ms for a grant", pols[i][0],
+			     pols[i][1], w);
+	}
+}
+
+/* tpot keeps its reservation while the latency client has work; a batch
+ * launch wider than every entry outside it (a cooperative grid sized as
+ * the GPU) then never ran while the server was busy (each such launch
+ * waited for the watchdog, 10 s). After starve_ms the reservation yields
+ * for it, as tput's per-op rounds drain the GPU for such a launch. */
+VE_TEST(tpot_grant_yields_the_reservation_to_a_starved_wide_launch)
+{
+	const struct busy_mix whole = {.n = 3,
+				       .want = {16, 132, 132},
+				       .need = {0, 132, 0},
+				       .op_us = {100, 1000, 1000},
+				       .lat = {true, false, false}};
+	const struct busy_mix most = {.n = 2, .want = {64, 132}, .need = {0, 100}, .op_us = {100, 1000},
+				      .lat = {true, false}};
+	double w = busy_mix_wait_ms("tpot", "", &whole);
+	VE_CHECK_MSG(w <= 100, "a launch needing the whole GPU waited %.1f ms", w);
+	w = busy_mix_wait_ms("tpot", "reserve=64", &most);
+	VE_CHECK_MSG(w <= 100, "a launch needing 100 SMs beside 64 reserved waited %.1f ms", w);
+}
+
 VE_TEST(tput_op_that_stops_scaling_keeps_16_rest_goes_to_scaling_op)
 {
 	struct ve_coord *c = mk_coord("tput", false, false);
