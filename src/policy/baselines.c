@@ -81,6 +81,15 @@ struct fixed {
 	 * test_policy (fixed_keeps_each_client_in_its_half). */
 	uint32_t tried[VE_POLICY_MAX_CLIENTS];
 	const struct ve_pool *pool;
+	/* Grant mode, a launch wider than its group: the client borrowing
+	 * (-1: none), where the next search for one starts, and the clients
+	 * whose group was lent while they had work and that have not had it
+	 * in effect since (no new borrow takes their group until they have). */
+	int32_t borrower;
+	uint16_t borrowed;    /* the entry it borrows */
+	uint64_t borrow_ns;   /* since when that entry is in effect (0: not yet) */
+	uint64_t wide_from[VE_POLICY_MAX_CLIENTS]; /* since when its wide launch waits (0: none) */
+	bool owed[VE_POLICY_MAX_CLIENTS];
 };
 
 /* "A/B/...": leaves per group ('/' because ',' separates knobs). */
@@ -203,6 +212,7 @@ static int fixed_init(const char *args, const struct ve_policy_view *v, void **p
 		return -ENOMEM;
 	f->parts = 1;
 	f->pool = v->pool;
+	f->borrower = -1;
 	for (uint32_t c = 0; c < VE_POLICY_MAX_CLIENTS; c++)
 		f->rank[c] = -1;
 	int rc = ve__policy_parse_args(args, fixed_kv, f);
@@ -316,6 +326,26 @@ static int32_t fixed_select(void *priv, const struct ve_policy_view *v, uint32_t
  * wider than its group waits, as it would under a real static partition,
  * unless it fits nowhere in a group: then it gets the smallest entry that
  * contains its group and runs (a cooperative grid must not wait forever). */
+/* The entry a launch of min_sms borrows from client k's group: the
+ * smallest that contains the group and has that many SMs (VE_POOL_NONE:
+ * its group runs it, or nothing does). */
+#define FIXED_BORROW_NS 5000000ull
+
+static uint16_t fixed_wide_entry(const struct fixed *f, const struct ve_pool *p, uint32_t k,
+				 uint32_t min_sms)
+{
+	uint16_t home = f->home[(uint32_t)f->rank[k] % f->parts];
+	if (home == VE_POOL_NONE || min_sms <= p->e[home].sms)
+		return VE_POOL_NONE;
+	uint64_t hl = p->e[home].leaves;
+	for (uint32_t i = 0; i < p->nentries; i++) {
+		uint16_t e = p->by_size[i];
+		if (p->e[e].sms >= min_sms && (p->e[e].leaves & hl) == hl)
+			return e;
+	}
+	return VE_POOL_NONE;
+}
+
 static int fixed_grant(void *priv, const struct ve_policy_view *v,
 		       const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {
@@ -324,36 +354,74 @@ static int fixed_grant(void *priv, const struct ve_policy_view *v,
 	uint32_t nreg = 0, n = VE_MIN(v->nclients, (uint32_t)VE_POLICY_MAX_CLIENTS);
 	for (uint32_t k = 0; k < VE_POLICY_MAX_CLIENTS; k++)
 		nreg += f->rank[k] >= 0;
-	uint64_t wide = 0; /* leaves lent to a client whose launch is wider than its group */
-	uint32_t borrower = UINT32_MAX;
 	for (uint32_t k = 0; k < n; k++) {
-		if (!v->clients[k].active || f->rank[k] < 0) {
-			plan->entry[k] = VE_POOL_NONE;
-			continue;
-		}
-		uint16_t home = f->home[(uint32_t)f->rank[k] % f->parts];
-		if (home != VE_POOL_NONE && dem[k].min_sms > p->e[home].sms && !wide) {
-			uint64_t hl = p->e[home].leaves;
-			for (uint32_t i = 0; i < p->nentries; i++) {
-				uint16_t e = p->by_size[i];
-				if (p->e[e].sms >= dem[k].min_sms && (p->e[e].leaves & hl) == hl) {
-					home = e;
-					wide = p->e[e].leaves & ~hl;
-					borrower = k;
-					break;
-				}
-			}
-		}
+		bool on = v->clients[k].active && f->rank[k] >= 0;
+		uint16_t home = on ? f->home[(uint32_t)f->rank[k] % f->parts] : VE_POOL_NONE;
 		plan->entry[k] = home;
-		plan->share[k] = nreg > f->parts;
-		plan->why[k] = VE_WHY_FIXED;
+		plan->share[k] = on && nreg > f->parts;
+		plan->why[k] = on ? VE_WHY_FIXED : VE_WHY_UNKNOWN;
+		/* Square again: its group in effect, or no work. */
+		if (!on || dem[k].entry == home || !(dem[k].ready || dem[k].inflight))
+			f->owed[k] = false;
 	}
+	/* One borrower at a time: the current one while its launch still
+	 * waits, else the client whose wide launch has waited longest, once no
+	 * group it would borrow is still owed from the last borrow (no other
+	 * borrow starts meanwhile, so those groups take effect and it goes
+	 * next). Borrowing again at once kept the lent groups from ever taking
+	 * effect (a client whose every launch needs the whole GPU beside two
+	 * busy ones: they had no grant in 2,000 ticks), and borrowers in client
+	 * order or in turn skipped one whose group the others kept borrowing
+	 * (three clients whose launches need 100 SMs: one never ran; test
+	 * grant_whole_gpu_client_gets_a_share_beside_two_busy_clients). */
+	int32_t first = -1;
+	for (uint32_t k = 0; k < n; k++) {
+		bool wide = plan->entry[k] != VE_POOL_NONE &&
+			    fixed_wide_entry(f, p, k, dem[k].min_sms) != VE_POOL_NONE;
+		if (!wide)
+			f->wide_from[k] = 0;
+		else if (!f->wide_from[k])
+			f->wide_from[k] = VE_MAX(v->now_ns, 1ull);
+		if (wide && (first < 0 || f->wide_from[k] < f->wide_from[first]))
+			first = (int32_t)k;
+	}
+	/* A borrow lasts FIXED_BORROW_NS once in effect (the launches of such
+	 * a client come one after another: a borrow per launch ran one launch
+	 * per two drains), and ends when the borrower leaves. */
+	if (f->borrower >= 0) {
+		uint32_t b = (uint32_t)f->borrower;
+		if (b < n && !f->borrow_ns && dem[b].entry == f->borrowed)
+			f->borrow_ns = VE_MAX(v->now_ns, 1ull);
+		bool done = f->borrow_ns ? v->now_ns - f->borrow_ns >= FIXED_BORROW_NS
+					 : !f->wide_from[b];
+		if (b >= n || plan->entry[b] == VE_POOL_NONE || done)
+			f->borrower = -1;
+	}
+	if (f->borrower < 0 && first >= 0) {
+		uint16_t e = fixed_wide_entry(f, p, (uint32_t)first, dem[first].min_sms);
+		uint64_t lent = p->e[e].leaves & ~p->e[plan->entry[first]].leaves;
+		bool owed = false;
+		for (uint32_t j = 0; j < n; j++)
+			owed |= (int32_t)j != first && f->owed[j] && plan->entry[j] != VE_POOL_NONE &&
+				(p->e[plan->entry[j]].leaves & lent);
+		if (!owed) {
+			f->borrower = first;
+			f->borrowed = e;
+			f->borrow_ns = 0;
+		}
+	}
+	if (f->borrower < 0)
+		return 0;
 	/* The groups it borrows wait until that launch has run. */
-	for (uint32_t k = 0; wide && k < n; k++)
-		if (k != borrower && plan->entry[k] != VE_POOL_NONE &&
-		    (p->e[plan->entry[k]].leaves & wide)) {
+	uint32_t b = (uint32_t)f->borrower;
+	uint16_t e = f->borrowed;
+	uint64_t lent = p->e[e].leaves & ~p->e[plan->entry[b]].leaves;
+	plan->entry[b] = e;
+	for (uint32_t k = 0; k < n; k++)
+		if (k != b && plan->entry[k] != VE_POOL_NONE && (p->e[plan->entry[k]].leaves & lent)) {
 			plan->entry[k] = VE_POOL_NONE;
 			plan->why[k] = VE_WHY_WAITING;
+			f->owed[k] |= dem[k].ready || dem[k].inflight;
 		}
 	return 0;
 }

@@ -1932,6 +1932,84 @@ VE_TEST(grant_whole_gpu_client_keeps_its_grant_while_busy)
 	ve_coord_destroy(c);
 }
 
+/* Through the coordinator with drains (as above), three busy clients whose
+ * launches need need[k] SMs (a cooperative grid sized as the GPU: 132) and
+ * report it only while they wait (the dispatcher's min_sms: its widest
+ * waiting launch); want[k]: the SMs their kernels fill. got[k]: ticks in
+ * which client k had a grant that runs its launches. */
+static void wide_launch_mix(const char *policy, const uint32_t *need, const uint32_t *want,
+			    int ticks, int drain, int *got)
+{
+	struct ve_coord *c = mk_coord(policy, false, false);
+	add_clients(c, 3);
+	const struct ve_pool *p = ve_coord_pool(c);
+	uint64_t lost[3] = {0, 0, 0}, prev[3] = {0, 0, 0};
+	int lost_at[3] = {0, 0, 0};
+	got[0] = got[1] = got[2] = 0;
+	for (int tick = 1; tick <= ticks; tick++) {
+		uint64_t now = 1000000ull + (uint64_t)tick * 200000ull;
+		ve_coord_set_now(c, now);
+		for (uint32_t k = 0; k < 3; k++) {
+			uint16_t e = VE_POOL_NONE;
+			uint64_t gen = 0;
+			VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+			uint64_t have = e == VE_POOL_NONE ? 0 : p->e[e].leaves;
+			bool fits = e != VE_POOL_NONE && p->e[e].sms >= need[k];
+			struct ve_grant_report r = {.ack_gen = gen};
+			r.demand = (struct ve_client_demand){
+			    .ready = fits ? 0 : 2, .inflight = fits ? 4 : 0,
+			    .want_sms = want[k], .min_sms = fits || need[k] <= 1 ? 0 : need[k],
+			    .active_ns = now, .entry = e, .op_us = want[k] < 16 ? 10 : 1000,
+			    .flags = fits ? 0 : VE_DEMAND_WAITING};
+			if (tick - lost_at[k] >= drain)
+				lost[k] = 0;
+			r.busy_leaves = have | lost[k];
+			VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
+		}
+		ve_coord_tick(c, true);
+		for (uint32_t k = 0; k < 3; k++) {
+			uint64_t now_l = granted_leaves(c, k);
+			if (prev[k] & ~now_l) {
+				lost[k] |= prev[k] & ~now_l;
+				lost_at[k] = tick;
+			}
+			prev[k] = now_l;
+		}
+		for (uint32_t k = 0; k < 3; k++) {
+			uint16_t e = VE_POOL_NONE;
+			uint64_t gen = 0;
+			VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+			got[k] += e != VE_POOL_NONE && p->e[e].sms >= need[k];
+		}
+	}
+	ve_coord_destroy(c);
+}
+
+/* A client whose launches need the whole GPU beside two busy ones, and
+ * three whose launches need 100 SMs, under tput, tpot and fixed: each gets
+ * a grant that runs its launches an eighth of the time or more (under
+ * fixed, where one such launch runs at a time and each borrow drains the
+ * groups it takes, about a sixth each). Under fixed the borrower took the
+ * others' groups again as soon as its launch ran, before their grants
+ * took effect: they had none in 2,000 ticks; three alike borrowers got
+ * 45, 500 and 20 ticks with a borrow per launch. */
+VE_TEST(grant_whole_gpu_client_gets_a_share_beside_two_busy_clients)
+{
+	const char *pols[] = {"tput", "tpot", "fixed"};
+	const uint32_t need[2][3] = {{1, 132, 1}, {100, 100, 100}};
+	const uint32_t want[2][3] = {{132, 132, 8}, {132, 132, 132}};
+	for (int m = 0; m < 2; m++)
+		for (int i = 0; i < 3; i++) {
+			int got[3];
+			wide_launch_mix(pols[i], need[m], want[m], 2000, 5, got);
+			printf("# %s, needs %u/%u/%u: %d %d %d of 2000 ticks\n", pols[i], need[m][0],
+			       need[m][1], need[m][2], got[0], got[1], got[2]);
+			for (int k = 0; k < 3; k++)
+				VE_CHECK_MSG(got[k] >= 2000 / 8, "%s: client %d had a grant %d of 2000 ticks",
+					     pols[i], k, got[k]);
+		}
+}
+
 /* Clients settled in one shared entry are not "contended": nothing is taken
  * back between sharers, so their dispatchers queue the lone client's 2 ms
  * of work, not 150 us (a dense job then had one kernel queued and the GPU
