@@ -426,6 +426,11 @@ int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t cl
 		return -EINVAL;
 	if (d->cl[client].active)
 		return -EEXIST;
+	/* The work of the client that left this slot still runs: its reports
+	 * must go on covering those leaves, and its completions must not reach
+	 * a new vctx (ve_dispatcher_detach). */
+	if (d->gc[client].zombie)
+		return -EBUSY;
 	int rc = L_CALL(d, client_add, client, flags);
 	if (rc)
 		return rc;

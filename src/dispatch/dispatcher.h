@@ -69,9 +69,12 @@ struct ve_dispatcher_config {
 	uint64_t idle_flush_ns;
 	/* Bind deadline (VE_WATCHDOG_MS; 0 = off): in grant mode an op waiting
 	 * this long for a grant that can run it is submitted on the root
-	 * entry's lane, the safe fallback (whole GPU, descriptor unchanged; its
-	 * SMs are reported busy, so the coordinator sees it). A lane with work
-	 * and no completion for this long logs the dispatcher's state once. */
+	 * entry's lane, the safe fallback (whole GPU, descriptor unchanged),
+	 * sharing SMs with whatever the others are granted: the coordinator
+	 * does not count those SMs busy for this client (a report cannot claim
+	 * SMs beyond its grants), so the fallback costs the others a share of
+	 * their SMs while it runs, not a drain. A lane with work and no
+	 * completion for this long logs the dispatcher's state once. */
 	uint64_t watchdog_ns;
 	/* Real-clock backends, work in flight and nothing to do: after a short
 	 * spin, poll completions at most this far apart (default 20 us; a
@@ -138,6 +141,7 @@ uint32_t ve__launch_sms(uint64_t blocks, uint32_t bps, uint32_t threads, uint32_
 void ve_dispatcher_destroy(struct ve_dispatcher *d);
 
 /* Attach a vctx as client 'client' (also registers it with the coordinator).
+ * -EBUSY while the work of a client detached from that slot still runs.
  * Set the vctx's notify_ready to ve_dispatcher_notify with the dispatcher as
  * its argument so a sleeping dispatcher thread wakes for new work. */
 int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t client,

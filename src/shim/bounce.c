@@ -49,14 +49,11 @@ static int bounce_alloc(void)
 			/* Relaxed on this thread: a capture another thread runs
 			 * in global mode is neither refused nor invalidated by
 			 * this allocation. */
-			CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-			bool exchanged = ve__real.cuThreadExchangeStreamCaptureMode &&
-					 ve__real.cuThreadExchangeStreamCaptureMode(&mode) ==
-					     CUDA_SUCCESS;
+			CUstreamCaptureMode mode;
+			bool relaxed = ve__capture_relax(&mode);
 			r = ve__real.cuMemHostAlloc(&p, sz * VE__BOUNCE_SLOTS,
 						    CU_MEMHOSTALLOC_PORTABLE);
-			if (exchanged)
-				ve__real.cuThreadExchangeStreamCaptureMode(&mode);
+			ve__capture_restore(relaxed, &mode);
 			CUcontext popped;
 			ve__real.cuCtxPopCurrent(&popped);
 		}

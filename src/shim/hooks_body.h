@@ -716,12 +716,31 @@ static CUresult event_record(CUevent e, CUstream s, unsigned flags, bool with_fl
 		 * so let it complete here (host-blocking, like a barrier pass-through);
 		 * the vctx then has nothing pending for it (prog_shim_launch "foreign"). */
 		CUresult r = REAL_RECORD();
-		if (r == CUDA_SUCCESS && known)
+		if (r == CUDA_SUCCESS && known) {
+			/* Ours, not the app's: no unsafe call against a
+			 * global-mode capture elsewhere in the process. */
+			CUstreamCaptureMode mode;
+			bool relaxed = ve__capture_relax(&mode);
 			r = VE_CALL0(cuEventSynchronize, (e));
+			ve__capture_restore(relaxed, &mode);
+		}
 		return r;
 	}
 	if (!known) /* someone else's event on our stream: record it in order */
 		BARRIER_CALL(&t, REAL_RECORD());
+	if (ei.flags & CU_EVENT_INTERPROCESS) {
+		/* Another process may wait for the driver's event as soon as this
+		 * returns (cuIpcGetEventHandle; torch.multiprocessing shares CUDA
+		 * tensors so): record it now, in order, as an ordered pass-through
+		 * (the stream's earlier work done first), and logically below for
+		 * this process's own waits. Recorded only logically, the other
+		 * process's waits and queries passed at once. */
+		CUresult br = ve__barrier_begin(&t);
+		if (br == CUDA_SUCCESS)
+			br = ve__barrier_end(&t, REAL_RECORD());
+		if (br != CUDA_SUCCESS)
+			return br;
+	}
 #undef REAL_RECORD
 	if (ei.capture)
 		ve__emap_set_capture(e, 0);

@@ -1011,10 +1011,38 @@ static int call_query_event(uint64_t lane_stream, const void *payload, uint32_t 
 	return r == CUDA_SUCCESS ? 0 : (int)r;
 }
 
+bool ve__capture_relax(CUstreamCaptureMode *saved)
+{
+	*saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+	return ve__real.cuThreadExchangeStreamCaptureMode &&
+	       ve__real.cuThreadExchangeStreamCaptureMode(saved) == CUDA_SUCCESS;
+}
+
+void ve__capture_restore(bool relaxed, CUstreamCaptureMode *saved)
+{
+	if (relaxed)
+		ve__real.cuThreadExchangeStreamCaptureMode(saved);
+}
+
+static CUresult barrier_link(const struct ve_target *t);
+
 CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc)
 {
 	if (!t->virt || call_rc != CUDA_SUCCESS)
 		return call_rc;
+	/* Our own calls below must not count as the app's unsafe calls
+	 * against a global-mode capture that some stream of this process runs
+	 * (a query of a stream while capturing invalidates the capture: a
+	 * pageable copy inside torch.cuda.graph's capture failed it). */
+	CUstreamCaptureMode mode;
+	bool relaxed = ve__capture_relax(&mode);
+	CUresult r = barrier_link(t);
+	ve__capture_restore(relaxed, &mode);
+	return r;
+}
+
+static CUresult barrier_link(const struct ve_target *t)
+{
 	/* Most barrier calls are done when they return (a copy to pageable
 	 * memory returns once the data is there, "API synchronization
 	 * behavior"); the app's real stream carries nothing but such calls. An

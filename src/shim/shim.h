@@ -208,6 +208,12 @@ void ve__bounce_put(uint32_t slot);
 /* After the real call was enqueued on t->real: later logical work on the
  * stream waits for it (an event recorded there, waited on by a marker op). */
 CUresult ve__barrier_end(const struct ve_target *t, CUresult call_rc);
+/* The calling thread in relaxed stream-capture mode for Vitamin-E's own
+ * driver calls, so they never count as the app's unsafe calls against a
+ * global-mode capture (which would invalidate the app's graph): relax
+ * returns whether the mode was exchanged, restore puts it back. */
+bool ve__capture_relax(CUstreamCaptureMode *saved);
+void ve__capture_restore(bool relaxed, CUstreamCaptureMode *saved);
 
 /* Notices printed once per kind. */
 void ve__notice_once(int which, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -588,12 +588,35 @@ static void t_module_graph(void)
 	CK(cuMemFree(v));
 }
 
+/* A copy into pageable memory while a stream captures in global mode: the
+ * driver allows it (the H200 answers CUDA_SUCCESS), and the capture stays
+ * valid. The shim's own query of the app's real stream after such an
+ * ordered pass-through counted as an unsafe call and invalidated it
+ * (torch.cuda.graph captures in global mode). */
+static void t_global_capture_pageable_copy(void)
+{
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUdeviceptr a = dalloc(64);
+	static uint32_t pageable[16] = {5};
+	CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	add(s, a, 16, 1);
+	CK(cuMemcpyHtoD(a, pageable, 4));
+	CUgraph g = NULL;
+	CK(cuStreamEndCapture(s, &g));
+	if (g)
+		CK(cuGraphDestroy(g));
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(a));
+}
+
 static const struct prog_test tests[] = {
     {"cond_while", t_cond_while},     {"cond_if", t_cond_if},
     {"child_graph", t_child_graph},   {"exec_order", t_exec_order},
     {"concurrent_replay", t_concurrent_replay}, {"exec_update", t_exec_update},
     {"event_node", t_event_node},     {"mt_capture", t_mt_capture},
     {"mt_mixed", t_mt_mixed},         {"module_graph", t_module_graph},
+    {"global_capture_pageable_copy", t_global_capture_pageable_copy},
 };
 
 int main(int argc, char **argv)

@@ -1040,6 +1040,30 @@ static void t_progress(void)
 	CK(cuMemFree(b));
 }
 
+/* An interprocess event (cuIpcGetEventHandle: another process waits for it
+ * as soon as the handle reaches it; torch.multiprocessing shares CUDA
+ * tensors so) is recorded in the driver when cuEventRecord returns, after
+ * the stream's earlier work: a logical record alone never reached the
+ * driver, and the other process's waits passed at once. */
+static void t_ipc_event(void)
+{
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUevent e;
+	CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS));
+	CUdeviceptr a = dalloc(64);
+	slow_set(s, a, 7, 20);
+	uint64_t before = fakecuda_call_count_base("cuEventRecord");
+	CK(cuEventRecord(e, s));
+	CHECKF(fakecuda_call_count_base("cuEventRecord") > before,
+	       "the driver never saw the record of an interprocess event");
+	CK(cuEventSynchronize(e));
+	CHECKF(read_u32(a) == 7, "the work ahead of the interprocess event not done at its end");
+	CK(cuEventDestroy(e));
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(a));
+}
+
 static const struct prog_test tests[] = {
     {"chains", t_chains},	  {"legacy", t_legacy},
     {"per_thread", t_per_thread}, {"ptsz_pageable", t_ptsz_pageable},
@@ -1047,6 +1071,7 @@ static const struct prog_test tests[] = {
     {"hostfn", t_hostfn},	  {"memops", t_memops},
     {"threads", t_threads},	  {"destroy_pending", t_destroy_pending},
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
+    {"ipc_event", t_ipc_event},
 };
 
 int main(int argc, char **argv)

@@ -1573,6 +1573,52 @@ VE_TEST(grant_report_dates_the_last_work_to_its_end)
 	b->ops->destroy(b);
 }
 
+/* A client slot is not attached again while the work of the client that
+ * left it still runs: the new client's reports would leave those kernels'
+ * leaves out of busy_leaves (the coordinator could hand them on while they
+ * run), their completions would go to the new vctx, and its in-flight count
+ * would wrap below zero when they end. */
+VE_TEST(grant_slot_not_reattached_while_its_work_drains)
+{
+	struct ve_sim_config sc;
+	ve_sim_config_default(&sc);
+	sc.seed = 7;
+	sc.kernel_model = rk_model;
+	struct ve_backend *b;
+	VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
+	char err[512] = "";
+	struct ve_runtime_config rcfg = {
+	    .daemon = "0", .policy = "tput", .max_clients = 1, .dispatch = {.host_inline = true}};
+	struct ve_runtime *rt;
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+	struct ve_vctx *v[2];
+	struct ve_vctx_config vc = {.client_id = 0, .max_ops = 64};
+	VE_CHECK_EQ(ve_vctx_create(&vc, &v[0]), 0);
+	VE_CHECK_EQ(ve_vctx_create(&vc, &v[1]), 0);
+	VE_CHECK_EQ(ve_runtime_attach(rt, v[0], 0, 0), 0);
+	ve_stream s;
+	VE_CHECK_EQ(ve_vctx_stream_create(v[0], VE_STREAM_NON_BLOCKING, 0, &s), 0);
+	struct ve_desc lk;
+	rk_kernel(&lk, RK_LONG);
+	VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+	struct ve_dispatcher *d = ve_runtime_dispatcher(rt);
+	for (int i = 0; i < 20; i++)
+		ve_dispatcher_poll(d); /* bound and submitted; the sim's clock stands */
+	struct ve_sim_stats ss;
+	ve_sim_stats(b, &ss);
+	VE_CHECK_EQ(ss.submitted[VE_OP_KERNEL], 1);
+	VE_CHECK_EQ(ve_runtime_detach(rt, 0), 0);
+	VE_CHECK_EQ(ve_runtime_attach(rt, v[1], 0, 0), -EBUSY);
+	sim_drive_until_done(d, b, v, 1);
+	for (int i = 0; i < 20; i++)
+		ve_dispatcher_poll(d); /* the last report says drained */
+	VE_CHECK_EQ(ve_runtime_attach(rt, v[1], 0, 0), 0);
+	ve_runtime_destroy(rt);
+	ve_vctx_destroy(v[0]);
+	ve_vctx_destroy(v[1]);
+	b->ops->destroy(b);
+}
+
 VE_TEST(grant_reclaim_timed_per_take_waits_for_one_kernel)
 {
 	struct ve_coord_stats cs;
