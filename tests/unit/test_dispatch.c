@@ -1528,6 +1528,47 @@ VE_TEST(grant_ahead_bound_is_predicted_time_not_count)
  * waited for its long kernel, and ved counted 30 ms (two 66-SM leaves) and
  * 400 ms (the H200 split) where no single drain took longer than one long
  * kernel on its leaf: 6 ms and 49.5 ms, which is now the maximum. */
+/* An embedded runtime of one client over the sim (rk_model), its
+ * dispatcher driven by hand: no thread, host functions inline. */
+struct one_rt {
+	struct ve_backend *b;
+	struct ve_runtime *rt;
+	struct ve_dispatcher *d;
+};
+
+static void one_rt_create(struct one_rt *o, uint64_t seed)
+{
+	struct ve_sim_config sc;
+	ve_sim_config_default(&sc);
+	sc.seed = seed;
+	sc.kernel_model = rk_model;
+	VE_CHECK_EQ(ve_sim_create(&sc, &o->b), 0);
+	char err[512] = "";
+	struct ve_runtime_config rcfg = {
+	    .daemon = "0", .policy = "tput", .max_clients = 1, .dispatch = {.host_inline = true}};
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, o->b, &o->rt, err, sizeof(err)) == 0, "%s", err);
+	o->d = ve_runtime_dispatcher(o->rt);
+}
+
+/* The runtime, then its clients' n vctxs, then the sim. */
+static void one_rt_destroy(struct one_rt *o, struct ve_vctx **v, int n)
+{
+	ve_runtime_destroy(o->rt);
+	for (int i = 0; i < n; i++)
+		ve_vctx_destroy(v[i]);
+	o->b->ops->destroy(o->b);
+}
+
+/* A vctx for client 0 with one non-blocking stream. */
+static struct ve_vctx *one_rt_vctx(ve_stream *s)
+{
+	struct ve_vctx *v;
+	struct ve_vctx_config vc = {.client_id = 0, .max_ops = 64};
+	VE_CHECK_EQ(ve_vctx_create(&vc, &v), 0);
+	VE_CHECK_EQ(ve_vctx_stream_create(v, VE_STREAM_NON_BLOCKING, 0, s), 0);
+	return v;
+}
+
 /* A client's last work (demand.active_ns) is dated to where it ended, not
  * to the dispatcher pass before: between passes a kernel is not seen to
  * end, and with nothing else moving, the pass before a 3 ms kernel's end
@@ -1536,41 +1577,26 @@ VE_TEST(grant_ahead_bound_is_predicted_time_not_count)
  * step had a gap as long as its step at every sync. */
 VE_TEST(grant_report_dates_the_last_work_to_its_end)
 {
-	struct ve_sim_config sc;
-	ve_sim_config_default(&sc);
-	sc.seed = 5;
-	sc.kernel_model = rk_model;
-	struct ve_backend *b;
-	VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
-	char err[512] = "";
-	struct ve_runtime_config rcfg = {
-	    .daemon = "0", .policy = "tput", .max_clients = 1, .dispatch = {.host_inline = true}};
-	struct ve_runtime *rt;
-	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
-	struct ve_vctx *v[1];
-	struct ve_vctx_config vc = {.client_id = 0, .max_ops = 64};
-	VE_CHECK_EQ(ve_vctx_create(&vc, &v[0]), 0);
-	VE_CHECK_EQ(ve_runtime_attach(rt, v[0], 0, 0), 0);
+	struct one_rt o;
+	one_rt_create(&o, 5);
 	ve_stream s;
-	VE_CHECK_EQ(ve_vctx_stream_create(v[0], VE_STREAM_NON_BLOCKING, 0, &s), 0);
+	struct ve_vctx *v[1] = {one_rt_vctx(&s)};
+	VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
 	struct ve_desc lk;
 	rk_kernel(&lk, RK_LONG);
 	VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
-	struct ve_dispatcher *d = ve_runtime_dispatcher(rt);
-	sim_drive_until_done(d, b, v, 1);
-	ve_dispatcher_poll(d);
+	sim_drive_until_done(o.d, o.b, v, 1);
+	ve_dispatcher_poll(o.d);
 	struct ve_client_demand dm;
-	VE_CHECK_EQ(ve_coord_demand(ve_runtime_coord(rt), 0, &dm), 0);
-	uint64_t end = ve_sim_now(b);
+	VE_CHECK_EQ(ve_coord_demand(ve_runtime_coord(o.rt), 0, &dm), 0);
+	uint64_t end = ve_sim_now(o.b);
 	printf("# 3 ms kernel: done at %.1f us, last work reported at %.1f us\n", end / 1e3,
 	       dm.active_ns / 1e3);
 	VE_CHECK_EQ(dm.ready + dm.inflight, 0);
 	VE_CHECK_MSG(dm.active_ns <= end && dm.active_ns + 10000 >= end,
 		     "last work at %.1f us, its kernel done by %.1f us", dm.active_ns / 1e3,
 		     end / 1e3);
-	ve_runtime_destroy(rt);
-	ve_vctx_destroy(v[0]);
-	b->ops->destroy(b);
+	one_rt_destroy(&o, v, 1);
 }
 
 /* A client slot is not attached again while the work of the client that
@@ -1580,43 +1606,26 @@ VE_TEST(grant_report_dates_the_last_work_to_its_end)
  * would wrap below zero when they end. */
 VE_TEST(grant_slot_not_reattached_while_its_work_drains)
 {
-	struct ve_sim_config sc;
-	ve_sim_config_default(&sc);
-	sc.seed = 7;
-	sc.kernel_model = rk_model;
-	struct ve_backend *b;
-	VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
-	char err[512] = "";
-	struct ve_runtime_config rcfg = {
-	    .daemon = "0", .policy = "tput", .max_clients = 1, .dispatch = {.host_inline = true}};
-	struct ve_runtime *rt;
-	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
-	struct ve_vctx *v[2];
-	struct ve_vctx_config vc = {.client_id = 0, .max_ops = 64};
-	VE_CHECK_EQ(ve_vctx_create(&vc, &v[0]), 0);
-	VE_CHECK_EQ(ve_vctx_create(&vc, &v[1]), 0);
-	VE_CHECK_EQ(ve_runtime_attach(rt, v[0], 0, 0), 0);
-	ve_stream s;
-	VE_CHECK_EQ(ve_vctx_stream_create(v[0], VE_STREAM_NON_BLOCKING, 0, &s), 0);
+	struct one_rt o;
+	one_rt_create(&o, 7);
+	ve_stream s, s1;
+	struct ve_vctx *v[2] = {one_rt_vctx(&s), one_rt_vctx(&s1)};
+	VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
 	struct ve_desc lk;
 	rk_kernel(&lk, RK_LONG);
 	VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
-	struct ve_dispatcher *d = ve_runtime_dispatcher(rt);
 	for (int i = 0; i < 20; i++)
-		ve_dispatcher_poll(d); /* bound and submitted; the sim's clock stands */
+		ve_dispatcher_poll(o.d); /* bound and submitted; the sim's clock stands */
 	struct ve_sim_stats ss;
-	ve_sim_stats(b, &ss);
+	ve_sim_stats(o.b, &ss);
 	VE_CHECK_EQ(ss.submitted[VE_OP_KERNEL], 1);
-	VE_CHECK_EQ(ve_runtime_detach(rt, 0), 0);
-	VE_CHECK_EQ(ve_runtime_attach(rt, v[1], 0, 0), -EBUSY);
-	sim_drive_until_done(d, b, v, 1);
+	VE_CHECK_EQ(ve_runtime_detach(o.rt, 0), 0);
+	VE_CHECK_EQ(ve_runtime_attach(o.rt, v[1], 0, 0), -EBUSY);
+	sim_drive_until_done(o.d, o.b, v, 1);
 	for (int i = 0; i < 20; i++)
-		ve_dispatcher_poll(d); /* the last report says drained */
-	VE_CHECK_EQ(ve_runtime_attach(rt, v[1], 0, 0), 0);
-	ve_runtime_destroy(rt);
-	ve_vctx_destroy(v[0]);
-	ve_vctx_destroy(v[1]);
-	b->ops->destroy(b);
+		ve_dispatcher_poll(o.d); /* the last report says drained */
+	VE_CHECK_EQ(ve_runtime_attach(o.rt, v[1], 0, 0), 0);
+	one_rt_destroy(&o, v, 2);
 }
 
 VE_TEST(grant_reclaim_timed_per_take_waits_for_one_kernel)

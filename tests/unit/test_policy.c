@@ -1874,6 +1874,49 @@ VE_TEST(grant_takes_timed_and_released_each_on_its_own)
 	ve_coord_destroy(c);
 }
 
+/* Clients driven as their dispatchers would, with drains: each tick every
+ * client reports the leaves its work still runs on, its grant's and those
+ * of a grant it lost, which drain for 'drain' ticks. */
+struct drain_model {
+	int drain;
+	uint64_t lost[4], prev[4]; /* leaves draining; granted after the last tick */
+	int lost_at[4];
+};
+
+/* Client k's grant now (its entry, VE_POOL_NONE) and the report that
+ * acknowledges it with 'demand'. */
+static uint16_t drain_grant(struct ve_coord *c, uint32_t k, struct ve_grant_report *r)
+{
+	uint16_t e = VE_POOL_NONE;
+	uint64_t gen = 0;
+	VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+	*r = (struct ve_grant_report){.ack_gen = gen};
+	return e;
+}
+
+static void drain_report(struct ve_coord *c, struct drain_model *m, uint32_t k, int tick,
+			 struct ve_grant_report *r)
+{
+	uint16_t e = r->demand.entry;
+	if (tick - m->lost_at[k] >= m->drain)
+		m->lost[k] = 0;
+	r->busy_leaves = (e == VE_POOL_NONE ? 0 : ve_coord_pool(c)->e[e].leaves) | m->lost[k];
+	VE_CHECK_EQ(ve_coord_report(c, k, r), 0);
+}
+
+/* After a tick: what each of the n clients lost starts to drain. */
+static void drain_after_tick(struct ve_coord *c, struct drain_model *m, uint32_t n, int tick)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t now_l = granted_leaves(c, k);
+		if (m->prev[k] & ~now_l) {
+			m->lost[k] |= m->prev[k] & ~now_l;
+			m->lost_at[k] = tick;
+		}
+		m->prev[k] = now_l;
+	}
+}
+
 /* The same starvation through the coordinator, with drains: a client whose
  * launches need the whole GPU beside one that always has work ready. Each
  * tick both report their demand and the leaves their work still runs on (a
@@ -1884,43 +1927,27 @@ VE_TEST(grant_takes_timed_and_released_each_on_its_own)
  * tick in twelve, with two drains a cycle. */
 VE_TEST(grant_whole_gpu_client_keeps_its_grant_while_busy)
 {
-	enum { DRAIN = 5, TICKS = 120 };
+	enum { TICKS = 120 };
 	struct ve_coord *c = mk_coord("tput", false, false);
 	add_clients(c, 2);
 	const struct ve_pool *p = ve_coord_pool(c);
-	uint64_t lost[2] = {0, 0};
-	int lost_at[2] = {0, 0};
+	struct drain_model m = {.drain = 5};
 	int run = 0, best_run = 0, held_ticks = 0;
-	uint64_t prev[2] = {0, 0}; /* leaves granted after the last tick */
 	for (int tick = 1; tick <= TICKS; tick++) {
 		ve_coord_set_now(c, 1000000ull + (uint64_t)tick * 200000ull);
 		for (uint32_t k = 0; k < 2; k++) {
-			uint16_t e = VE_POOL_NONE;
-			uint64_t gen = 0;
-			VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
-			uint64_t have = e == VE_POOL_NONE ? 0 : p->e[e].leaves;
+			struct ve_grant_report r;
+			uint16_t e = drain_grant(c, k, &r);
 			uint32_t min = k == 1 ? p->total_sms : 8;
 			bool fits = e != VE_POOL_NONE && p->e[e].sms >= min;
-			struct ve_grant_report r = {.ack_gen = gen};
 			r.demand = (struct ve_client_demand){
 			    .ready = 2, .inflight = fits ? 4 : 0, .want_sms = 132, .min_sms = min,
 			    .active_ns = 1000000ull + (uint64_t)tick * 200000ull, .entry = e,
 			    .op_us = 3000, .flags = fits ? 0 : VE_DEMAND_WAITING};
-			/* What it ran on before and lost drains for DRAIN ticks. */
-			if (tick - lost_at[k] >= DRAIN)
-				lost[k] = 0;
-			r.busy_leaves = have | lost[k];
-			VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
+			drain_report(c, &m, k, tick, &r);
 		}
 		ve_coord_tick(c, true);
-		for (uint32_t k = 0; k < 2; k++) {
-			uint64_t now_l = granted_leaves(c, k);
-			if (prev[k] & ~now_l) {
-				lost[k] |= prev[k] & ~now_l;
-				lost_at[k] = tick;
-			}
-			prev[k] = now_l;
-		}
+		drain_after_tick(c, &m, 2, tick);
 		bool root = granted_leaves(c, 1) == p->all_leaves;
 		held_ticks += root;
 		run = root ? run + 1 : 0;
@@ -1943,42 +1970,27 @@ static void wide_launch_mix(const char *policy, const uint32_t *need, const uint
 	struct ve_coord *c = mk_coord(policy, false, false);
 	add_clients(c, 3);
 	const struct ve_pool *p = ve_coord_pool(c);
-	uint64_t lost[3] = {0, 0, 0}, prev[3] = {0, 0, 0};
-	int lost_at[3] = {0, 0, 0};
+	struct drain_model m = {.drain = drain};
 	got[0] = got[1] = got[2] = 0;
 	for (int tick = 1; tick <= ticks; tick++) {
 		uint64_t now = 1000000ull + (uint64_t)tick * 200000ull;
 		ve_coord_set_now(c, now);
 		for (uint32_t k = 0; k < 3; k++) {
-			uint16_t e = VE_POOL_NONE;
-			uint64_t gen = 0;
-			VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
-			uint64_t have = e == VE_POOL_NONE ? 0 : p->e[e].leaves;
+			struct ve_grant_report r;
+			uint16_t e = drain_grant(c, k, &r);
 			bool fits = e != VE_POOL_NONE && p->e[e].sms >= need[k];
-			struct ve_grant_report r = {.ack_gen = gen};
 			r.demand = (struct ve_client_demand){
 			    .ready = fits ? 0 : 2, .inflight = fits ? 4 : 0,
 			    .want_sms = want[k], .min_sms = fits || need[k] <= 1 ? 0 : need[k],
 			    .active_ns = now, .entry = e, .op_us = want[k] < 16 ? 10 : 1000,
 			    .flags = fits ? 0 : VE_DEMAND_WAITING};
-			if (tick - lost_at[k] >= drain)
-				lost[k] = 0;
-			r.busy_leaves = have | lost[k];
-			VE_CHECK_EQ(ve_coord_report(c, k, &r), 0);
+			drain_report(c, &m, k, tick, &r);
 		}
 		ve_coord_tick(c, true);
+		drain_after_tick(c, &m, 3, tick);
 		for (uint32_t k = 0; k < 3; k++) {
-			uint64_t now_l = granted_leaves(c, k);
-			if (prev[k] & ~now_l) {
-				lost[k] |= prev[k] & ~now_l;
-				lost_at[k] = tick;
-			}
-			prev[k] = now_l;
-		}
-		for (uint32_t k = 0; k < 3; k++) {
-			uint16_t e = VE_POOL_NONE;
-			uint64_t gen = 0;
-			VE_CHECK_EQ(ve_coord_grant(c, k, &e, &gen), 0);
+			struct ve_grant_report r;
+			uint16_t e = drain_grant(c, k, &r);
 			got[k] += e != VE_POOL_NONE && p->e[e].sms >= need[k];
 		}
 	}
