@@ -95,6 +95,7 @@ struct ve_coord {
 	/* grant mode */
 	struct ve_policy_ops pol_own; /* the policy's table, as long as its ABI has */
 	bool grant_mode, urgent;
+	bool per_op; /* the configuration's: bind op by op whatever the policy offers */
 	uint64_t tick_ns, last_tick_ns, hold_ns;
 	struct grant_client gc[VE_COORD_MAX_CLIENTS];
 	struct ve_client_demand dem[VE_COORD_MAX_CLIENTS];
@@ -230,6 +231,7 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	memcpy(&c->pol_own, c->pol,
 	       c->pol->abi_version >= 2 ? sizeof(c->pol_own) : offsetof(struct ve_policy_ops, grant));
 	c->pol = &c->pol_own;
+	c->per_op = cfg->per_op;
 	c->grant_mode = c->pol->grant && !cfg->per_op;
 	c->tick_ns = cfg->tick_ns ? cfg->tick_ns : VE_COORD_TICK_NS;
 	c->share_contended = cfg->share_contended;
@@ -279,9 +281,10 @@ int ve_coord_set_policy(struct ve_coord *c, const char *spec, char *err, size_t 
 	memset(&own, 0, sizeof(own));
 	memcpy(&own, ops, ops->abi_version >= 2 ? sizeof(own) : offsetof(struct ve_policy_ops, grant));
 	/* Grant mode and per-op binding keep different state (grants, leases):
-	 * switching between them is a restart, not a reload. */
-	bool per_op = !c->grant_mode && c->pol->grant;
-	bool grant_mode = own.grant && !per_op;
+	 * switching between them is a restart, not a reload. The mode follows
+	 * the configuration's per_op, not the running policy (with per_op and a
+	 * policy without grants running, a reload to tpot was refused). */
+	bool grant_mode = own.grant && !c->per_op;
 	if (grant_mode != c->grant_mode) {
 		snprintf(err, errlen,
 			 "policy %s binds %s, the running %s %s: switching needs a restart", own.name,
@@ -305,6 +308,14 @@ int ve_coord_set_policy(struct ve_coord *c, const char *spec, char *err, size_t 
 	c->pol_priv = priv;
 	c->pol_dl = dl;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", own.name);
+	/* The old policy's reservations (tpot's standing one, a prepared wider
+	 * entry, a pending claim) go with it: kept, they held SMs for a client
+	 * no policy would use them for (tpot -> tput kept 16 SMs reserved,
+	 * reserve=16 -> 32 held both). A watchdog claim is made again if its
+	 * op still waits. */
+	for (uint32_t e = 0; e < c->pool.nentries; e++)
+		if (c->pool.e[e].reserve_for != VE_HOLDER_NONE)
+			ve_pool_unreserve(&c->pool, (uint16_t)e);
 	/* The new policy has seen no client come: tell it of every one
 	 * registered (fixed numbers its groups from these; without them it
 	 * granted nobody anything, and every client hung). */
@@ -1074,6 +1085,7 @@ static void grant_take(struct ve_coord *c, uint32_t k, uint64_t keep)
 	uint64_t lost = (leaves_of(c, g->entry) | leaves_of(c, g->lend)) & ~keep;
 	usage_note(c, g);
 	g->entry = VE_POOL_NONE;
+	g->share = 0; /* no entry, nothing shared (admit_pending reads it) */
 	g->lend = VE_POOL_NONE;
 	g->gen++;
 	c->st.grant_changes++;
@@ -1175,20 +1187,42 @@ static int admit_pending(struct ve_coord *c)
 			if (g->want == VE_POOL_NONE)
 				continue;
 			uint64_t want = leaves_of(c, g->want), others = 0;
+			bool deadlock = false;
 			for (uint32_t j = 0; j < c->rq.nclients; j++) {
 				if (j == k)
 					continue;
-				if (leaves_of(c, c->gc[j].lend) & ~leaves_of(c, c->gc[j].entry) &
-				    want) {
+				const struct grant_client *h = &c->gc[j];
+				if (leaves_of(c, h->lend) & ~leaves_of(c, h->entry) & want) {
 					lend_take(c, j);
 					c->gc[j].want_lend = VE_POOL_NONE;
 					changes++;
 				}
-				if ((c->cl[j].active || c->gc[j].closing) &&
-				    !(g->want_share && c->gc[j].share))
-					others |= inuse(c, j);
+				if (!c->cl[j].active && !h->closing)
+					continue;
+				/* A sharer of the entry it wants, or of the one it
+				 * grows from toward the same target, counts only with
+				 * what it still runs elsewhere. Any sharer exempt, a
+				 * latency client joined tpot's shared reservation on
+				 * SMs where batch clients sharing another entry still
+				 * drained. */
+				bool with = g->want_share && h->share && h->entry != VE_POOL_NONE &&
+					    (h->entry == g->want ||
+					     (h->entry == g->entry && h->want == g->want));
+				uint64_t u = inuse(c, j) & ~(with ? leaves_of(c, h->entry) : 0);
+				others |= u;
+				/* Both growing into one shared entry from different
+				 * ones: each keeps its own and waits for the other's. */
+				deadlock |= g->entry != VE_POOL_NONE && g->want_share && h->want == g->want &&
+					    h->want_share && h->entry != VE_POOL_NONE &&
+					    h->entry != g->entry && (u & want & ~leaves_of(c, g->entry));
 			}
 			if (want & others) {
+				/* This one lets go of its entry: it waits with nothing,
+				 * the other is admitted once its SMs have drained. */
+				if (deadlock) {
+					grant_take(c, k, 0);
+					changes++;
+				}
 				c->st.grants_refused++;
 				continue;
 			}
@@ -1257,10 +1291,15 @@ static int grant_target(struct ve_coord *c, uint32_t k, uint16_t t, uint8_t bits
 	if (g->entry == VE_POOL_NONE || g->entry == t)
 		return 0;
 	uint64_t tl = leaves_of(c, t), el = leaves_of(c, g->entry);
-	/* Growth: keep the entry until the wider one is free. Not into a shared
-	 * grant: two clients growing into one shared entry would each keep
-	 * theirs and wait for the other's forever. */
-	if (t != VE_POOL_NONE && (tl & el) == el && !share)
+	/* Growth: keep the entry until the wider one is free. Into a shared
+	 * grant only from a shared one: the sharers of one entry grow
+	 * together (admit_pending counts none of them against the others), as
+	 * tpot's latency clients sharing its reservation do under deadline
+	 * pressure (taken away instead, both servers had no SMs until the
+	 * batch kernels drained, when they were already late). Two clients of
+	 * different entries growing into one shared entry would each keep
+	 * theirs and wait for the other's forever; admit_pending breaks that. */
+	if (t != VE_POOL_NONE && (tl & el) == el && (!share || g->share))
 		return 0;
 	grant_take(c, k, tl);
 	return 1;

@@ -428,9 +428,13 @@ int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t cl
 		return -EEXIST;
 	/* The work of the client that left this slot still runs: its reports
 	 * must go on covering those leaves, and its completions must not reach
-	 * a new vctx (ve_dispatcher_detach). */
+	 * a new vctx (ve_dispatcher_detach). Only while some op of it is in
+	 * flight: per-op mode never clears zombie (no grant reports), and a
+	 * slot left with nothing running was refused until the next pass. */
 	if (d->gc[client].zombie)
-		return -EBUSY;
+		for (uint32_t i = 0; i < d->cfg.max_inflight; i++)
+			if (d->inf[i].in_use && d->inf[i].client == client)
+				return -EBUSY;
 	int rc = L_CALL(d, client_add, client, flags);
 	if (rc)
 		return rc;

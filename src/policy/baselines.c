@@ -254,13 +254,16 @@ static void fixed_notify(void *priv, const struct ve_policy_view *v,
 	struct fixed *f = priv;
 	if (ev->client >= VE_POLICY_MAX_CLIENTS)
 		return;
-	if (ev->kind == VE_PEV_CLIENT_ADDED) {
-		f->rank[ev->client] = (int32_t)VE_POLICY_MAX_CLIENTS; /* renumbered below */
-		assign_ranks(f);
-	} else if (ev->kind == VE_PEV_CLIENT_REMOVED) {
-		f->rank[ev->client] = -1;
-		assign_ranks(f);
-	}
+	if (ev->kind != VE_PEV_CLIENT_ADDED && ev->kind != VE_PEV_CLIENT_REMOVED)
+		return;
+	f->rank[ev->client] =
+	    ev->kind == VE_PEV_CLIENT_ADDED ? (int32_t)VE_POLICY_MAX_CLIENTS /* renumbered */ : -1;
+	assign_ranks(f);
+	/* Groups renumbered: a borrow names an entry of the old numbering, and
+	 * the slot's borrowing state is the last client's. */
+	f->borrower = -1;
+	f->owed[ev->client] = false;
+	f->wide_from[ev->client] = 0;
 }
 
 static void fixed_fini(void *priv)

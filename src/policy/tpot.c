@@ -259,7 +259,10 @@ static uint16_t widen_for(const struct tpot *t, const struct ve_policy_view *v,
 	uint16_t last = VE_POOL_NONE;
 	for (uint32_t i = 0; i < p->nentries; i++) {
 		uint16_t e = p->by_size[i];
-		if (e == t->standing || (p->e[e].leaves & core) != core)
+		/* Not narrower than the launch needs (a cooperative grid, a
+		 * graph of clusters): prepared there, it waited for that
+		 * preparation to expire, two TPOTs. */
+		if (e == t->standing || (p->e[e].leaves & core) != core || p->e[e].sms < o->min_sms)
 			continue;
 		last = e;
 		if (start + (uint64_t)v->predict(v, o, p->e[e].sms) <= d)
@@ -297,6 +300,36 @@ static void plan_widen(struct tpot *t, const struct ve_policy_view *v, uint16_t 
 	t->wide_until = d > v->now_ns + t->tpot_ns ? d : v->now_ns + t->tpot_ns;
 }
 
+/* The widest entry outside the leaves 'core' (its SMs). */
+static uint32_t widest_outside(const struct ve_pool *p, uint64_t core)
+{
+	uint32_t w = 0;
+	for (uint32_t i = 0; i < p->nentries; i++)
+		if (!(p->e[i].leaves & core))
+			w = VE_MAX(w, p->e[i].sms);
+	return w;
+}
+
+/* Per-op mode: whether a best-effort op that fits in no entry outside the
+ * standing reservation waits, with the holder idle or for tput's
+ * starve_ms. Kept, the reservation let such a launch never run, and
+ * tput's starvation guard (the round binds nothing else while the oldest
+ * op fits nowhere) stopped all other best-effort work behind it. */
+static bool wide_launch_waits(const struct tpot *t, const struct ve_policy_view *v)
+{
+	uint32_t free_max = widest_outside(v->pool, v->pool->e[t->standing].leaves);
+	const struct ve_client_view *hc = &v->clients[t->holder];
+	bool idle = !hc->nready && !hc->running;
+	for (uint32_t k = 0; k < v->nclients; k++)
+		for (uint32_t s = v->clients[k].head; s != VE_READY_NIL; s = v->ops[s].next) {
+			const struct ve_ready_op *o = &v->ops[s];
+			if (!is_latency(t, o) && o->min_sms > free_max &&
+			    (idle || v->now_ns >= o->ready_ns + t->tp->starve_ns))
+				return true;
+		}
+	return false;
+}
+
 static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct ve_hint *h,
 			struct ve_plan *plan)
 {
@@ -311,14 +344,27 @@ static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct
 					.deadline_ns = h->deadline_ns};
 		uint64_t start = h->expect_ready_ns > v->now_ns ? h->expect_ready_ns : v->now_ns;
 		uint64_t d = h->deadline_ns ? h->deadline_ns : start + t->tpot_ns;
-		if (start + (uint64_t)v->predict(v, &o, p->e[t->standing].sms) <= d)
+		if (o.min_sms <= p->e[t->standing].sms &&
+		    start + (uint64_t)v->predict(v, &o, p->e[t->standing].sms) <= d)
 			return 0;
 		uint16_t w = widen_for(t, v, &o, start, d);
 		if (w != VE_POOL_NONE)
 			plan_widen(t, v, w, h->client, d, plan);
 		return 0;
 	}
-	/* Tick. Keep the standing reservation in place: leasing a reserved entry
+	/* Tick. A best-effort launch that fits in no entry outside the standing
+	 * reservation runs only if the reservation yields (wide_launch_waits);
+	 * renewed below once it has been bound, with the gates of what then
+	 * runs on those SMs closed. */
+	if (t->holder >= 0 && wide_launch_waits(t, v)) {
+		const struct ve_pool_entry *se = &p->e[t->standing];
+		if (se->reserve_for == t->holder &&
+		    (se->state == VE_ENTRY_RESERVED || ve_pool_pending(p, t->standing)))
+			plan->unreserve = t->standing;
+		t->want_standing = true;
+		return 0;
+	}
+	/* Keep the standing reservation in place: leasing a reserved entry
 	 * uses the reservation up, so after each latency op drains it is renewed
 	 * here, before any best-effort plan of this round can take those SMs. */
 	if (t->holder >= 0) {
@@ -374,7 +420,10 @@ static int tpot_prepare(void *priv, const struct ve_policy_view *v, const struct
 			if (!is_latency(t, o))
 				continue;
 			uint64_t d = deadline_of(t, o);
-			if (predict_finish(t, v, o, p->e[t->standing].sms) <= d)
+			/* At risk: predicted late on the reservation, or unable to
+			 * run there at all (wider than it). */
+			if (o->min_sms <= p->e[t->standing].sms &&
+			    predict_finish(t, v, o, p->e[t->standing].sms) <= d)
 				break;
 			uint16_t w = widen_for(t, v, o, v->now_ns, d);
 			if (w != VE_POOL_NONE)
@@ -558,16 +607,6 @@ static void adapt_floor(struct tpot *t, const struct ve_pool *p, const struct ve
 	}
 }
 
-/* Grant mode. The first active latency-class client always holds the
- * standing reservation, so a request that arrives finds SMs of its own at
- * once; under deadline pressure (and with grow=0 whenever it has work, or
- * lat_idle_ms after) it grows to what its kernels can use (its want, at
- * most all but batch_min SMs; with adapt=1 to its learned size), in an entry that contains the reservation so
- * the growth never waits for its own work. Best-effort
- * clients share the rest by the Throughput-Oriented plan. The reservation
- * yields when its owner is idle and a best-effort launch needs its SMs to
- * run at all (a cooperative or cluster launch as wide as the GPU), and with
- * standing=0 whenever its owner is idle. */
 /* Whether the reservation yields to a best-effort launch that fits in no
  * entry outside it (a cooperative grid or cluster kernels sized as the
  * GPU): at once while the latency clients are idle, after tput's starve_ms
@@ -576,14 +615,12 @@ static void adapt_floor(struct tpot *t, const struct ve_pool *p, const struct ve
  * that client's grant has taken effect (granted the whole GPU and then
  * planned outside the reservation again, it waited for good). */
 static bool wide_launch(struct tpot *t, const struct ve_policy_view *v,
-			const struct ve_client_demand *dem, const uint64_t *skip, uint64_t core,
+			const struct ve_client_demand *dem, const uint64_t *skip, uint64_t held,
 			bool active)
 {
-	const struct ve_pool *p = v->pool;
-	uint32_t free_max = 0;
-	for (uint32_t i = 0; i < p->nentries; i++)
-		if (!(p->e[i].leaves & core))
-			free_max = VE_MAX(free_max, p->e[i].sms);
+	/* Outside what the latency clients are to hold: the reservation, or
+	 * what it grew to under pressure. */
+	uint32_t free_max = widest_outside(v->pool, held);
 	uint32_t nk = VE_MIN(v->nclients, (uint32_t)VE_POLICY_MAX_CLIENTS);
 	int32_t y = t->yield_to;
 	if (y >= 0 && ((uint32_t)y >= nk || !v->clients[y].active ||
@@ -600,6 +637,16 @@ static bool wide_launch(struct tpot *t, const struct ve_policy_view *v,
 	return t->yield_to >= 0;
 }
 
+/* Grant mode. The latency-class clients always hold the standing
+ * reservation (shared, when there are several), so a request that arrives
+ * finds SMs of its own at once; under deadline pressure (and with grow=0
+ * whenever they have work, or lat_idle_ms after) it grows to what their
+ * kernels can use (the widest want, at most all but batch_min SMs; with
+ * adapt=1 to the learned size), in an entry that contains the reservation
+ * so the growth never waits for their own work. Best-effort clients share
+ * the rest by the Throughput-Oriented plan. The reservation yields to a
+ * best-effort launch that cannot run outside it (wide_launch), and with
+ * standing=0 whenever its owners are idle. */
 static int tpot_grant(void *priv, const struct ve_policy_view *v,
 		      const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {
@@ -679,7 +726,7 @@ static int tpot_grant(void *priv, const struct ve_policy_view *v,
 			target = VE_POOL_NONE; /* standing=0: the SMs go back while idle */
 		}
 		/* else: no pressure, its reservation (target as set above) */
-		if (target != VE_POOL_NONE && wide_launch(t, v, dem, skip, core, active))
+		if (target != VE_POOL_NONE && wide_launch(t, v, dem, skip, p->e[target].leaves, active))
 			target = VE_POOL_NONE;
 		for (uint32_t k = (uint32_t)lat; k < v->nclients && k < VE_POLICY_MAX_CLIENTS; k++) {
 			if (!(skip[k / 64] >> (k % 64) & 1))

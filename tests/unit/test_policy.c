@@ -2022,6 +2022,72 @@ VE_TEST(grant_whole_gpu_client_gets_a_share_beside_two_busy_clients)
 		}
 }
 
+/* Two latency clients sharing tpot's reservation, through the coordinator
+ * with drains (50 ticks), beside batch clients: (a) two dense ones sharing
+ * the GPU when the servers register: no server grant on SMs where batch
+ * work still drains (any sharer was exempt from the admission check, so a
+ * server joined the reservation on leaves the batch clients' shared grant
+ * still ran on: 100 client-ticks); (b) one busy batch client, the servers
+ * late from tick 300 (deadline pressure: the shared reservation grows):
+ * they keep the reservation while the wider entry drains (taken away, they
+ * had no grant for 98 client-ticks, where one server alone had 0). */
+static void two_servers_run(bool pressure, int *overlap, int *without)
+{
+	struct ve_coord *c = mk_coord("tpot", false, false);
+	uint32_t nb = pressure ? 1 : 2, n = nb + 2;
+	for (uint32_t k = 0; k < nb; k++)
+		VE_CHECK_EQ(ve_coord_client_add(c, k, 0), 0);
+	struct drain_model m = {.drain = 50};
+	*overlap = *without = 0;
+	bool joined = pressure;
+	if (pressure)
+		for (uint32_t k = nb; k < n; k++)
+			VE_CHECK_EQ(ve_coord_client_add(c, k, VE_READY_LATENCY), 0);
+	for (int tick = 1; tick <= 600; tick++) {
+		uint64_t now = 1000000ull + (uint64_t)tick * 200000ull;
+		ve_coord_set_now(c, now);
+		if (!joined && tick == 200) {
+			for (uint32_t k = nb; k < n; k++)
+				VE_CHECK_EQ(ve_coord_client_add(c, k, VE_READY_LATENCY), 0);
+			joined = true;
+		}
+		uint32_t on = joined ? n : nb;
+		for (uint32_t k = 0; k < on; k++) {
+			struct ve_grant_report r;
+			uint16_t e = drain_grant(c, k, &r);
+			bool lat = k >= nb, late = lat && pressure && tick >= 300;
+			r.demand = (struct ve_client_demand){
+			    .ready = 2, .inflight = e != VE_POOL_NONE ? 4 : 0,
+			    .want_sms = lat ? (pressure ? 64 : 16) : 132, .active_ns = now, .entry = e,
+			    .op_us = lat ? 100 : 3000,
+			    .flags = (e != VE_POOL_NONE ? 0 : VE_DEMAND_WAITING) | (late ? VE_DEMAND_LATE : 0)};
+			drain_report(c, &m, k, tick, &r);
+		}
+		ve_coord_tick(c, true);
+		drain_after_tick(c, &m, on, tick);
+		uint64_t batch = 0;
+		for (uint32_t k = 0; k < nb; k++)
+			batch |= m.lost[k] | granted_leaves(c, k);
+		for (uint32_t k = nb; joined && k < n; k++) {
+			*overlap += (granted_leaves(c, k) & batch) != 0;
+			*without += pressure && tick > 300 && !granted_leaves(c, k);
+		}
+	}
+	ve_coord_destroy(c);
+}
+
+VE_TEST(grant_two_servers_share_the_reservation_safely)
+{
+	int overlap, without;
+	two_servers_run(false, &overlap, &without);
+	VE_CHECK_MSG(overlap == 0, "a server's grant overlapped draining batch work in %d ticks",
+		     overlap);
+	two_servers_run(true, &overlap, &without);
+	VE_CHECK_MSG(overlap == 0 && without == 0,
+		     "under pressure: overlap in %d ticks, a server without SMs in %d", overlap,
+		     without);
+}
+
 /* Clients settled in one shared entry are not "contended": nothing is taken
  * back between sharers, so their dispatchers queue the lone client's 2 ms
  * of work, not 150 us (a dense job then had one kernel queued and the GPU
@@ -2408,6 +2474,126 @@ VE_TEST(tpot_reservation_passes_to_the_next_latency_client)
 	ready(c, 2, 1, K_DECODE, 3000000, 0, VE_READY_LATENCY);
 	VE_CHECK_EQ(sched(c, b, 8), 1);
 	VE_CHECK_EQ(b[0].entry, st);
+	ve_coord_destroy(c);
+}
+
+/* A reload drops the old policy's reservations: tpot -> tput kept the 16-SM
+ * standing reservation for good (tput never uses it up), and a reload to a
+ * wider reservation held both. */
+VE_TEST(reload_drops_the_old_policys_reservations)
+{
+	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	ve_coord_set_now(c, 1000);
+	struct ve_binding b[8];
+	VE_CHECK_EQ(sched(c, b, 8), 0);
+	const uint16_t st = 29; /* as in tpot_standing_reservation_renewed_and_never_entered */
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	char err[256] = "";
+	VE_CHECK_MSG(ve_coord_set_policy(c, "tput", err, sizeof(err)) == 0, "%s", err);
+	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_IDLE);
+	VE_CHECK_EQ(p->e[st].reserve_for, VE_HOLDER_NONE);
+	VE_CHECK_MSG(ve_coord_set_policy(c, "tpot:reserve=16", err, sizeof(err)) == 0, "%s", err);
+	ve_coord_set_now(c, 2000);
+	VE_CHECK_EQ(sched(c, b, 8), 0);
+	VE_CHECK_MSG(ve_coord_set_policy(c, "tpot:reserve=32", err, sizeof(err)) == 0, "%s", err);
+	ve_coord_set_now(c, 3000);
+	VE_CHECK_EQ(sched(c, b, 8), 0);
+	uint32_t reserved = 0, sms = 0;
+	for (uint32_t e = 0; e < p->nentries; e++)
+		if (p->e[e].reserve_for != VE_HOLDER_NONE) {
+			reserved++;
+			sms += p->e[e].sms;
+		}
+	VE_CHECK_MSG(reserved == 1 && sms == 32, "%u reservations, %u SMs", reserved, sms);
+	ve_coord_destroy(c);
+}
+
+/* A reload keeps the configuration's per-op binding: with per_op set and a
+ * policy without grants running, a reload to tpot (which has grants) was
+ * refused as a switch to grant mode. */
+VE_TEST(reload_keeps_per_op_binding)
+{
+	struct ve_coord_config cfg = {.leaf_sms = h200, .nleaves = 16, .max_clients = 8,
+				      .policy = "sweep", .seed = 42, .per_op = true};
+	struct ve_coord *c = NULL;
+	char err[256] = "";
+	VE_CHECK_MSG(ve_coord_create(&cfg, &c, err, sizeof(err)) == 0, "%s", err);
+	VE_CHECK(!ve_coord_grant_mode(c));
+	VE_CHECK_MSG(ve_coord_set_policy(c, "tpot", err, sizeof(err)) == 0, "%s", err);
+	VE_CHECK(!ve_coord_grant_mode(c));
+	ve_coord_destroy(c);
+	/* Without per_op, from a grant policy to one without grants: refused. */
+	c = mk_coord("tput", false, false);
+	VE_CHECK(ve_coord_grant_mode(c));
+	VE_CHECK_EQ(ve_coord_set_policy(c, "sweep", err, sizeof(err)), -EINVAL);
+	ve_coord_destroy(c);
+}
+
+/* Per-op mode: a decode as wide as the GPU (min_sms 132: a cooperative grid,
+ * a graph of clusters) cannot run on the standing reservation; it is at
+ * risk at once, and the entry prepared for it is one it can run on. The
+ * preparation was sized by predicted time alone (a 36-SM entry), and the
+ * decode waited for it to expire: bound after two TPOTs. */
+VE_TEST(tpot_wide_decode_prepared_an_entry_it_can_run_on)
+{
+	struct ve_coord *c = mk_coord("tpot:reserve=16,tpot_ms=20", false, false);
+	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	struct ve_binding b[16];
+	ve_coord_set_now(c, 1000);
+	sched(c, b, 16);
+	ready(c, 0, 1, K_DECODE, 1000, 132, VE_READY_LATENCY);
+	int got = 0;
+	uint64_t t = 1000;
+	for (; t < 200000000ull && !got; t += 1000000) {
+		ve_coord_set_now(c, t);
+		got = sched(c, b, 16);
+	}
+	VE_CHECK_EQ(got, 1);
+	VE_CHECK_EQ(sms_of(c, &b[0]), 132);
+	VE_CHECK_MSG(t <= 5000000, "the wide decode was bound after %.1f ms (TPOT 20 ms)", t / 1e6);
+	ve_coord_destroy(c);
+}
+
+/* Per-op mode: a best-effort launch that fits in no entry outside the
+ * standing reservation (a cooperative grid as wide as the GPU) beside an
+ * idle server: the reservation yields, the launch runs, and the other
+ * best-effort client's work goes on. It never ran, and tput's starvation
+ * guard (nothing else binds while the oldest op fits nowhere) stopped the
+ * other client: 3 of its ops in 3,000. */
+VE_TEST(tpot_reservation_yields_to_a_wide_best_effort_launch)
+{
+	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	VE_CHECK_EQ(ve_coord_client_add(c, 2, 0), 0);
+	struct ve_binding b[64];
+	ve_coord_set_now(c, 1000);
+	sched(c, b, 64);
+	VE_CHECK_EQ(p->e[29].state, VE_ENTRY_RESERVED);
+	ready(c, 1, 1, K_LINEAR, 1000, 132, 0);
+	bool wide_ran = false;
+	int others = 0, offered = 0;
+	for (uint64_t r = 1; r <= 100; r++) {
+		for (int i = 0; i < 4; i++, offered++)
+			ready(c, 2, 100 * r + (uint64_t)i, K_FLAT, r * 1000000, 0, 0);
+		ve_coord_set_now(c, r * 1000000 + 500);
+		int n = sched(c, b, 64);
+		for (int i = 0; i < n; i++) {
+			wide_ran |= b[i].op.client == 1;
+			others += b[i].op.client == 2;
+			done(c, &b[i]);
+		}
+	}
+	VE_CHECK_MSG(wide_ran, "the wide launch never ran");
+	VE_CHECK_MSG(others * 10 >= offered * 9, "the other client ran %d of %d ops", others,
+		     offered);
+	/* The reservation comes back afterwards. */
+	VE_CHECK_EQ(p->e[29].reserve_for, 0);
 	ve_coord_destroy(c);
 }
 
