@@ -2383,19 +2383,33 @@ VE_TEST(whole_shares_the_root)
 
 /* ------------------------------------------------------------------ TPOT-First */
 
+/* The smallest 16-SM tree entry at the high end (leaves 12-13): tpot's
+ * standing reservation with reserve=16. */
+#define TPOT_STANDING16 29
+
+/* A coordinator under 'spec' (reserve=16) with clients 0..n-1, latency class
+ * where lat has bit k; at 1 us its first round establishes the standing
+ * reservation for client 0. */
+static struct ve_coord *tpot_reserved(const char *spec, uint32_t n, uint32_t lat)
+{
+	struct ve_coord *c = mk_coord(spec, false, false);
+	for (uint32_t k = 0; k < n; k++)
+		VE_CHECK_EQ(ve_coord_client_add(c, k, (lat >> k & 1) ? VE_READY_LATENCY : 0), 0);
+	ve_coord_set_now(c, 1000);
+	struct ve_binding b[64];
+	VE_CHECK_EQ(sched(c, b, 64), 0);
+	const struct ve_pool *p = ve_coord_pool(c);
+	VE_CHECK_EQ(p->e[TPOT_STANDING16].state, VE_ENTRY_RESERVED);
+	VE_CHECK_EQ(p->e[TPOT_STANDING16].reserve_for, 0);
+	return c;
+}
+
 VE_TEST(tpot_standing_reservation_renewed_and_never_entered)
 {
-	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	struct ve_coord *c = tpot_reserved("tpot:reserve=16", 2, 1);
 	const struct ve_pool *p = ve_coord_pool(c);
-	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
-	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
-	ve_coord_set_now(c, 1000);
 	struct ve_binding b[64], l[4];
-	VE_CHECK_EQ(sched(c, b, 64), 0); /* the tick establishes the reservation */
-	/* The smallest 16-SM tree entry at the high end: leaves 12-13. */
-	const uint16_t st = 29;
-	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
-	VE_CHECK_EQ(p->e[st].reserve_for, 0);
+	const uint16_t st = TPOT_STANDING16;
 	const uint64_t res = p->e[st].leaves;
 	for (uint64_t i = 0; i < 20; i++)
 		ready(c, 1, 100 + i, i % 2 ? K_LINEAR : K_FLAT, 1000 + i, 0, 0);
@@ -2455,17 +2469,10 @@ VE_TEST(tpot_standing_reservation_renewed_and_never_entered)
  * until yet another one registered). */
 VE_TEST(tpot_reservation_passes_to_the_next_latency_client)
 {
-	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	struct ve_coord *c = tpot_reserved("tpot:reserve=16", 3, 5);
 	const struct ve_pool *p = ve_coord_pool(c);
-	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
-	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
-	VE_CHECK_EQ(ve_coord_client_add(c, 2, VE_READY_LATENCY), 0);
-	ve_coord_set_now(c, 1000);
 	struct ve_binding b[8];
-	VE_CHECK_EQ(sched(c, b, 8), 0);
-	const uint16_t st = 29; /* as in the test above */
-	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
-	VE_CHECK_EQ(p->e[st].reserve_for, 0);
+	const uint16_t st = TPOT_STANDING16;
 	VE_CHECK_EQ(ve_coord_client_remove(c, 0), 0);
 	ve_coord_set_now(c, 2000000);
 	VE_CHECK_EQ(sched(c, b, 8), 0);
@@ -2482,15 +2489,10 @@ VE_TEST(tpot_reservation_passes_to_the_next_latency_client)
  * wider reservation held both. */
 VE_TEST(reload_drops_the_old_policys_reservations)
 {
-	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	struct ve_coord *c = tpot_reserved("tpot:reserve=16", 2, 1);
 	const struct ve_pool *p = ve_coord_pool(c);
-	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
-	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
-	ve_coord_set_now(c, 1000);
 	struct ve_binding b[8];
-	VE_CHECK_EQ(sched(c, b, 8), 0);
-	const uint16_t st = 29; /* as in tpot_standing_reservation_renewed_and_never_entered */
-	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_RESERVED);
+	const uint16_t st = TPOT_STANDING16;
 	char err[256] = "";
 	VE_CHECK_MSG(ve_coord_set_policy(c, "tput", err, sizeof(err)) == 0, "%s", err);
 	VE_CHECK_EQ(p->e[st].state, VE_ENTRY_IDLE);
@@ -2539,12 +2541,8 @@ VE_TEST(reload_keeps_per_op_binding)
  * decode waited for it to expire: bound after two TPOTs. */
 VE_TEST(tpot_wide_decode_prepared_an_entry_it_can_run_on)
 {
-	struct ve_coord *c = mk_coord("tpot:reserve=16,tpot_ms=20", false, false);
-	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
-	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
+	struct ve_coord *c = tpot_reserved("tpot:reserve=16,tpot_ms=20", 2, 1);
 	struct ve_binding b[16];
-	ve_coord_set_now(c, 1000);
-	sched(c, b, 16);
 	ready(c, 0, 1, K_DECODE, 1000, 132, VE_READY_LATENCY);
 	int got = 0;
 	uint64_t t = 1000;
@@ -2566,15 +2564,9 @@ VE_TEST(tpot_wide_decode_prepared_an_entry_it_can_run_on)
  * other client: 3 of its ops in 3,000. */
 VE_TEST(tpot_reservation_yields_to_a_wide_best_effort_launch)
 {
-	struct ve_coord *c = mk_coord("tpot:reserve=16", false, false);
+	struct ve_coord *c = tpot_reserved("tpot:reserve=16", 3, 1);
 	const struct ve_pool *p = ve_coord_pool(c);
-	VE_CHECK_EQ(ve_coord_client_add(c, 0, VE_READY_LATENCY), 0);
-	VE_CHECK_EQ(ve_coord_client_add(c, 1, 0), 0);
-	VE_CHECK_EQ(ve_coord_client_add(c, 2, 0), 0);
 	struct ve_binding b[64];
-	ve_coord_set_now(c, 1000);
-	sched(c, b, 64);
-	VE_CHECK_EQ(p->e[29].state, VE_ENTRY_RESERVED);
 	ready(c, 1, 1, K_LINEAR, 1000, 132, 0);
 	bool wide_ran = false;
 	int others = 0, offered = 0;
@@ -2593,7 +2585,7 @@ VE_TEST(tpot_reservation_yields_to_a_wide_best_effort_launch)
 	VE_CHECK_MSG(others * 10 >= offered * 9, "the other client ran %d of %d ops", others,
 		     offered);
 	/* The reservation comes back afterwards. */
-	VE_CHECK_EQ(p->e[29].reserve_for, 0);
+	VE_CHECK_EQ(p->e[TPOT_STANDING16].reserve_for, 0);
 	ve_coord_destroy(c);
 }
 
