@@ -82,9 +82,10 @@ struct fixed {
 	uint32_t tried[VE_POLICY_MAX_CLIENTS];
 	const struct ve_pool *pool;
 	/* Grant mode, a launch wider than its group: the client borrowing
-	 * (-1: none), where the next search for one starts, and the clients
-	 * whose group was lent while they had work and that have not had it
-	 * in effect since (no new borrow takes their group until they have). */
+	 * (-1: none), what and since when, since when each client's wide
+	 * launch waits, and the clients whose group was lent while they had
+	 * work and that have not had it in effect since (no new borrow takes
+	 * their group until they have). */
 	int32_t borrower;
 	uint16_t borrowed;    /* the entry it borrows */
 	uint64_t borrow_ns;   /* since when that entry is in effect (0: not yet) */
@@ -324,16 +325,12 @@ static int32_t fixed_select(void *priv, const struct ve_policy_view *v, uint32_t
 	return -1;
 }
 
-/* Grant mode: each client its group's largest entry, whether it has work
- * or not (a static partition); clients of one group share it. A launch
- * wider than its group waits, as it would under a real static partition,
- * unless it fits nowhere in a group: then it gets the smallest entry that
- * contains its group and runs (a cooperative grid must not wait forever). */
+/* How long a borrow lasts once in effect (fixed_grant). */
+#define FIXED_BORROW_NS 5000000ull
+
 /* The entry a launch of min_sms borrows from client k's group: the
  * smallest that contains the group and has that many SMs (VE_POOL_NONE:
  * its group runs it, or nothing does). */
-#define FIXED_BORROW_NS 5000000ull
-
 static uint16_t fixed_wide_entry(const struct fixed *f, const struct ve_pool *p, uint32_t k,
 				 uint32_t min_sms)
 {
@@ -349,6 +346,12 @@ static uint16_t fixed_wide_entry(const struct fixed *f, const struct ve_pool *p,
 	return VE_POOL_NONE;
 }
 
+/* Grant mode: each client its group's largest entry, whether it has work
+ * or not (a static partition); clients of one group share it. A launch
+ * wider than its group waits, as it would under a real static partition,
+ * unless it fits nowhere in a group: then it borrows the smallest entry
+ * that contains its group and runs (a cooperative grid must not wait
+ * forever). */
 static int fixed_grant(void *priv, const struct ve_policy_view *v,
 		       const struct ve_client_demand *dem, struct ve_grant_plan *plan)
 {

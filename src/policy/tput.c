@@ -840,10 +840,6 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			bool waiting = ((d->flags & VE_DEMAND_WAITING) || d->ready) && !target_ok;
 			if ((pass == 0) != waiting)
 				continue;
-			if (!waiting)
-				t->wait_from[k] = 0;
-			else if (!t->wait_from[k])
-				t->wait_from[k] = VE_MAX(v->now_ns, 1ull);
 			if (!v->clients[k].active ||
 			    (!alone && !ve__grant_active(d, v->now_ns, hold_ns(t, k, d)))) {
 				plan->entry[k] = VE_POOL_NONE; /* idle: its SMs go to the others */
@@ -852,6 +848,10 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 				t->wait_from[k] = 0;
 				continue;
 			}
+			if (!waiting)
+				t->wait_from[k] = 0;
+			else if (!t->wait_from[k])
+				t->wait_from[k] = VE_MAX(v->now_ns, 1ull);
 			force |= waiting;
 			cl[n] = k;
 			want[n] = ve__grant_want(p, d);
