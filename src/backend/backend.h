@@ -41,7 +41,9 @@ struct ve_completion {
 	uint64_t cookie; /* what the dispatcher passed to submit */
 	/* 0, or an error: a negative errno, or (CUDA backend) the positive
 	 * CUresult the driver returned when the op was submitted or that the
-	 * lane's stream reported after it failed on the device. */
+	 * lane's stream reported after it failed on the device; with
+	 * VE_STATUS_REFUSED when the submission was refused and the context is
+	 * still usable. */
 	int32_t status;
 	uint32_t lane;
 	uint64_t t_submit_ns, t_start_ns, t_end_ns; /* backend clock (virtual in the sim) */

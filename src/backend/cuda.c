@@ -661,6 +661,33 @@ static int32_t do_memset(struct lane *l, const struct ve_desc *d)
 	}
 }
 
+/* Errors after which the context is unusable: cuda.h says of each that it
+ * "leaves the process in an inconsistent state" (or that the context "cannot
+ * be used anymore"), and every later call returns it. Any other error a
+ * submission gets is the op's own (a bad argument): natively the call fails
+ * and the context goes on. Unknown codes count as breaking it. */
+static bool breaks_context(CUresult r)
+{
+	switch ((int)r) {
+	case 214: /* ECC_UNCORRECTABLE */
+	case 220: /* NVLINK_UNCORRECTABLE */
+	case 226: /* CONTAINED */
+	case 700: /* ILLEGAL_ADDRESS */
+	case 702: /* LAUNCH_TIMEOUT */
+	case 709: /* CONTEXT_IS_DESTROYED */
+	case 710: /* ASSERT */
+	case 714: case 715: case 716: case 717: case 718: /* stack, instruction, alignment, address space, PC */
+	case 719: /* LAUNCH_FAILED */
+	case 721: /* TENSOR_MEMORY_LEAK */
+	case 810: /* MPS_CLIENT_TERMINATED */
+	case 911: /* EXTERNAL_DEVICE */
+	case 999: /* UNKNOWN */
+		return true;
+	default:
+		return r > 999 || r == 3 || r == 4; /* NOT_INITIALIZED, DEINITIALIZED */
+	}
+}
+
 /* Enqueues the op. 0, or a permanent status (CUresult or negative errno);
  * *again set (to a negative errno) = transient, nothing enqueued. */
 static int32_t enqueue(struct cu_backend *b, struct lane *l, const struct ve_desc *d, struct rec *r,
@@ -797,6 +824,8 @@ static int submit_op(struct cu_backend *b, uint32_t lane, const struct ve_desc *
 	} else {
 		l->stage_head = stage0; /* nothing was enqueued: nothing reads the staging */
 		bump(&b->n_rejected, 1);
+		if (st > 0 && !breaks_context((CUresult)st))
+			st |= VE_STATUS_REFUSED; /* reported once, as the call would have */
 	}
 	if (st) {
 		r->status = st;

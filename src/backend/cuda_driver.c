@@ -11,6 +11,7 @@
 struct ve_real_table ve__real;
 struct ve_real_table ve__real_ptsz;
 _Atomic int ve__real_ready_flag;
+CUresult (*ve__real_elapsed_v1)(float *ms, CUevent start, CUevent end);
 
 static const char *const real_names[VE_REAL_COUNT] = {
 #define VE_REAL_NAME(n) #n,
@@ -80,6 +81,9 @@ static void init_once(void)
 	 * call it has with its own error codes, through the pass-through. */
 	resolve(&ve__real, ve__real_symbols);
 	resolve(&ve__real_ptsz, ve__real_ptsz_symbols);
+#ifdef cuEventElapsedTime /* the header's name is a later ABI: keep the first too */
+	*(void **)&ve__real_elapsed_v1 = ve__real_dlsym(libcuda, "cuEventElapsedTime");
+#endif
 	/* A call with no per-thread form has the same symbol in both tables. */
 	*(void **)&real_getproc_fn = ve__real_dlsym(libcuda, "cuGetProcAddress_v2");
 	if (!real_getproc_fn) {

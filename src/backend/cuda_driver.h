@@ -80,6 +80,9 @@
 	X(cuKernelGetParamInfo)                                                                    \
 	X(cuFuncGetName)                                                                           \
 	X(cuFuncGetAttribute)                                                                      \
+	X(cuFuncGetModule)                                                                         \
+	X(cuModuleUnload)                                                                          \
+	X(cuLibraryUnload)                                                                         \
 	X(cuFuncIsLoaded)                                                                          \
 	X(cuFuncLoad)                                                                              \
 	X(cuKernelGetFunction)                                                                     \
@@ -197,6 +200,12 @@ static inline void ve__real_ready(void)
 	if (!__atomic_load_n((int *)&ve__real_ready_flag, __ATOMIC_ACQUIRE))
 		ve__real_init();
 }
+
+/* The CUDA 12.0-12.7 ABI of cuEventElapsedTime, which cuda.h 12.8+ maps to
+ * cuEventElapsedTime_v2 (same prototype): a runtime built for those versions
+ * asks cuGetProcAddress for it. NULL where the driver lacks it or cuda.h
+ * names no later version. */
+extern CUresult (*ve__real_elapsed_v1)(float *ms, CUevent start, CUevent end);
 
 /* Resolves everything once (later calls return the first result):
  * 0, or -ENOENT when no driver could be loaded (message logged). */

@@ -40,6 +40,11 @@ enum ve_op_class {
 };
 
 /* Descriptor flags. */
+/* Set by a backend in an op's completion status (a positive code) when the
+ * op never ran because its submission was refused for a reason of its own,
+ * a bad argument, with the context still usable (ve_vctx_complete). */
+#define VE_STATUS_REFUSED (1 << 30)
+
 #define VE_DESC_COOPERATIVE   (1u << 0) /* all blocks must be co-resident */
 #define VE_DESC_SRC_SNAPSHOT  (1u << 1) /* memcpy source bytes live in the payload */
 #define VE_DESC_DST_PAGEABLE  (1u << 2) /* memcpy into pageable memory: caller waits */

@@ -115,6 +115,9 @@ struct ve_vctx {
 	uint32_t pipe_head, pipe_tail, npipe; /* pipeline candidates (docs/architecture.md, "Dispatch") */
 	uint64_t next_seq;
 	int error;
+	/* First refused op's status not yet reported: set under the lock, taken
+	 * without it (ve_vctx_take_refused, after every sync call). */
+	_Atomic int refused;
 
 	uint64_t n_submitted, n_completed, n_inline;
 	uint32_t live_ops;
@@ -180,10 +183,13 @@ int ve_vctx_create(const struct ve_vctx_config *cfg_in, struct ve_vctx **out)
 		cfg.max_ops = 16384;
 	if (!cfg.max_edges)
 		cfg.max_edges = 4 * cfg.max_ops;
+	/* Natively only memory limits them: room for what real programs keep
+	 * alive (a timing loop holds thousands of events); the shim treats
+	 * events beyond this as the driver's own. */
 	if (!cfg.max_streams)
-		cfg.max_streams = 1024;
+		cfg.max_streams = 4096;
 	if (!cfg.max_events)
-		cfg.max_events = 4096;
+		cfg.max_events = 16384;
 	if (!cfg.big_payloads)
 		cfg.big_payloads = 256;
 	if (!cfg.max_watchers)
@@ -1671,6 +1677,20 @@ int ve_vctx_requeue(struct ve_vctx *v, ve_tok t)
 	return rc;
 }
 
+/* A failed op: a refused one is kept to be reported once, anything else
+ * breaks the context for good (the first error stays). */
+static void note_status(struct ve_vctx *v, int status)
+{
+	if (!status)
+		return;
+	if (status > 0 && (status & VE_STATUS_REFUSED)) {
+		int none = 0;
+		atomic_compare_exchange_strong(&v->refused, &none, status & ~VE_STATUS_REFUSED);
+	} else if (!v->error) {
+		v->error = status;
+	}
+}
+
 int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns)
 {
 	bool woke = false;
@@ -1683,8 +1703,7 @@ int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns)
 		if (o->state != OP_DISPATCHED && o->state != OP_POPPED) {
 			rc = -EINVAL; /* not handed out: completing it would break H */
 		} else {
-			if (status && !v->error)
-				v->error = status;
+			note_status(v, status);
 			woke = complete_locked(v, t, t_ns);
 		}
 	}
@@ -1708,8 +1727,7 @@ int ve_vctx_complete_many(struct ve_vctx *v, const ve_tok *t, const int *status,
 			bad++;
 			continue;
 		}
-		if (status[i] && !v->error)
-			v->error = status[i];
+		note_status(v, status[i]);
 		woke |= complete_locked(v, t[i], t_ns[i]);
 	}
 	unlock_notify(v, woke);
@@ -1722,6 +1740,13 @@ int ve_vctx_error(struct ve_vctx *v)
 	int e = v->error;
 	pthread_mutex_unlock(&v->lock);
 	return e;
+}
+
+int ve_vctx_take_refused(struct ve_vctx *v)
+{
+	if (!atomic_load_explicit(&v->refused, memory_order_relaxed))
+		return 0;
+	return atomic_exchange(&v->refused, 0);
 }
 
 void ve_vctx_stats(struct ve_vctx *v, struct ve_vctx_stats *st)

@@ -73,8 +73,8 @@ struct ve_vctx_config {
 	uint32_t client_id;   /* coordinator's name for this client (in ready records) */
 	uint32_t max_ops;     /* token slots: ops recorded and not yet complete (default 16384) */
 	uint32_t max_edges;   /* dependency edges (default 4 * max_ops) */
-	uint32_t max_streams; /* logical streams incl. per-thread defaults (default 1024) */
-	uint32_t max_events;  /* events (default 4096) */
+	uint32_t max_streams; /* logical streams incl. per-thread defaults (default 4096) */
+	uint32_t max_events;  /* events (default 16384) */
 	uint32_t big_payloads; /* descriptors with payload > inline size (default 256) */
 	/* Called (outside the vctx lock) when the ready list goes from empty to
 	 * non-empty, so a sleeping dispatcher can be woken. May be NULL. */
@@ -231,7 +231,12 @@ int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t);
 /* A popped op could not be dispatched: back to the front of the ready list. */
 int ve_vctx_requeue(struct ve_vctx *v, ve_tok t);
 /* The op finished. status != 0 is a device error: it becomes sticky (see
- * ve_vctx_error) and waits return -EIO. t_ns: completion timestamp (event timing). */
+ * ve_vctx_error) and waits return -EIO, unless VE_STATUS_REFUSED is set in
+ * it: the op never ran because its submission was refused for a reason of
+ * its own (a bad argument the call could not check), the context is fine,
+ * and the error is reported once (ve_vctx_take_refused). t_ns: completion
+ * timestamp (event timing). */
+/* (VE_STATUS_REFUSED: core/desc.h) */
 int ve_vctx_complete(struct ve_vctx *v, ve_tok t, int status, uint64_t t_ns);
 /* ve_vctx_complete of n ops under one lock (the dispatcher reports a lane's
  * completions in batches); -EINVAL if any was not handed out or not live
@@ -240,6 +245,11 @@ int ve_vctx_complete_many(struct ve_vctx *v, const ve_tok *t, const int *status,
 			  const uint64_t *t_ns, uint32_t n);
 /* Sticky error status of the context (0 if none). */
 int ve_vctx_error(struct ve_vctx *v);
+/* The first refused op's status not yet reported (VE_STATUS_REFUSED
+ * cleared), and forgets it: 0 if none. Natively the call that enqueued the
+ * op would have failed and nothing later would report it; here the call
+ * returned success, so the next synchronizing call reports it, once. */
+int ve_vctx_take_refused(struct ve_vctx *v);
 /* Some thread waits for a token of v right now (lock-free): the dispatcher
  * then reports deferred completions at once. */
 bool ve_vctx_has_waiters(struct ve_vctx *v);

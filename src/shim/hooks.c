@@ -16,11 +16,15 @@
 /* A hook replaces the driver's pointer only if the driver gave the very
  * version the hook was written for (our table's pointer): an older ABI
  * version requested by an old runtime passes through untouched. */
+static void *elapsed_v1_hook(void);
+
 static void *hook_for(const char *symbol, void *real, bool ptsz)
 {
 	(void)symbol;
 	if (!real)
 		return NULL;
+	if (ve__real_elapsed_v1 && real == (void *)ve__real_elapsed_v1)
+		return elapsed_v1_hook();
 	/* Match by pointer, not by name: the hook whose real counterpart is the
 	 * very function the driver returned has the right prototype, whatever
 	 * version or variant was asked for (cuCtxSynchronize at 13.0 is the
@@ -120,6 +124,8 @@ VE_NO_SANITIZE void *dlsym(void *handle, const char *symbol)
 		return (void *)&cuGetProcAddress;
 	if (strcmp(symbol, "cuGetProcAddress") == 0)
 		return (void *)&ve__cuGetProcAddress_v1;
+	if (strcmp(symbol, "cuEventElapsedTime") == 0 && elapsed_v1_hook())
+		return elapsed_v1_hook(); /* the literal name: the first ABI */
 	const struct ve_hook *tabs[2] = {ve__hooks_legacy, ve__hooks_ptsz};
 	for (int k = 0; k < 2; k++)
 		for (const struct ve_hook *h = tabs[k]; h->fn; h++)
@@ -127,3 +133,30 @@ VE_NO_SANITIZE void *dlsym(void *handle, const char *symbol)
 				return h->fn;
 	return real;
 }
+
+/* The pre-12.8 ABI of cuEventElapsedTime. A runtime built for CUDA 12.0-12.7
+ * (PyTorch's cu121 to cu126 wheels, on any driver) asks cuGetProcAddress for
+ * "cuEventElapsedTime" at its own version and gets this entry point, which
+ * cuda.h 12.8+ no longer names: unhooked, it read the real events before
+ * their logical records reached them (the previous record's time instead of
+ * CUDA_ERROR_NOT_READY). Programs linked against libcuda with those headers
+ * call it by this name too. */
+#ifdef cuEventElapsedTime
+#undef cuEventElapsedTime
+CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b);
+CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+	ve__real_ready();
+	return elapsed_time(ms, a, b, ve__real_elapsed_v1);
+}
+
+static void *elapsed_v1_hook(void)
+{
+	return (void *)&cuEventElapsedTime;
+}
+#else
+static void *elapsed_v1_hook(void)
+{
+	return NULL; /* the header's cuEventElapsedTime is the first ABI: hooked as such */
+}
+#endif

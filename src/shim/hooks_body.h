@@ -237,7 +237,7 @@ CUresult cuStreamSynchronize(CUstream s)
 		return VE_CALL(cuStreamSynchronize, (s));
 	int rc = ve_vctx_stream_sync(V(), t.ls);
 	ve__step_end();
-	return ve__cu_error(rc);
+	return ve__sync_error(rc);
 }
 
 CUresult cuStreamQuery(CUstream s)
@@ -276,9 +276,12 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 	if (t.capturing || (known && ei.capture)) {
 		/* Waiting on an event recorded inside a capture joins this stream
 		 * to the capture: from here on its work is recorded, not run. */
-		if (known && ei.capture && !t.capturing && s && s != CU_STREAM_LEGACY &&
-		    s != CU_STREAM_PER_THREAD)
-			ve__smap_set_capture(s, ei.capture); /* a stream already in a capture keeps its group */
+		if (known && ei.capture && !t.capturing) { /* a stream already in a capture keeps its group */
+			if (s == CU_STREAM_PER_THREAD || (s == NULL && VE_PTSZ))
+				ve__ptds_capture_set(ei.capture);
+			else if (s && s != CU_STREAM_LEGACY)
+				ve__smap_set_capture(s, ei.capture);
+		}
 		return VE_CALL(cuStreamWaitEvent, (s, e, flags));
 	}
 	if (!t.virt) {
@@ -399,8 +402,7 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 	    r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
 		ve__smap_end_capture(group);
 		ve__emap_end_capture(group);
-		if (ve__ptds_capture() == group)
-			ve__ptds_capture_set(0);
+		ve__ptds_capture_ended(group);
 		/* Counted as open (bounce_to_host) until the driver says it
 		 * ended: a bad argument leaves it capturing, and of two
 		 * threads ending one capture only one succeeds. A capture
@@ -612,6 +614,15 @@ CUresult cuEventCreate(CUevent *ph, unsigned int flags)
 	struct ve_event_info ei = {.le = le, .flags = flags};
 	if (rc == 0 && (rc = ve__emap_put(*ph, &ei)) != 0)
 		ve_vctx_event_destroy(V(), le);
+	if (rc == -EAGAIN || rc == -ENOSPC) {
+		/* Full: the event stays the driver's alone, as another context's
+		 * would be (records wait on the host for the stream's work, waits
+		 * happen on the lanes): slower, still in order. */
+		ve__notice_once(VE_NOTE_EVENTS_FULL,
+				"more live events than Vitamin-E tracks: the rest are recorded in order "
+				"by host waits (slower); destroy events no longer needed");
+		return CUDA_SUCCESS;
+	}
 	if (rc) {
 		VE_CALL0(cuEventDestroy, (*ph));
 		return ve__cu_error(rc);
@@ -663,16 +674,21 @@ CUresult cuEventSynchronize(CUevent e)
 	}
 	int rc = ve_vctx_event_sync(V(), ei.le);
 	ve__step_end();
-	return ve__cu_error(rc);
+	return ve__sync_error(rc);
 }
 
-CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+typedef CUresult (*elapsed_fn)(float *ms, CUevent a, CUevent b);
+
+/* Both ABIs of cuEventElapsedTime: the driver's own answer comes from 'real'
+ * (the version the application asked for), or from the current one. */
+static CUresult elapsed_time(float *ms, CUevent a, CUevent b, elapsed_fn real)
 {
 	struct ve_event_info ea, eb;
 	if (!ms)
 		return CUDA_ERROR_INVALID_VALUE;
+#define ELAPSED_REAL() (real ? real(ms, a, b) : VE_CALL0(cuEventElapsedTime, (ms, a, b)))
 	if (!ve__shim_is_active() || ve__emap_get(a, &ea) || ve__emap_get(b, &eb))
-		return VE_CALL0(cuEventElapsedTime, (ms, a, b));
+		return ELAPSED_REAL();
 	float host_ms = 0;
 	int rc = ve_vctx_event_elapsed(V(), ea.le, eb.le, &host_ms);
 	if (rc == -EBUSY)
@@ -683,12 +699,18 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 		return ve__cu_error(rc);
 	/* Both generations complete: the backend recorded the real events at
 	 * those points, so the driver's own timing applies. */
-	CUresult r = VE_CALL0(cuEventElapsedTime, (ms, a, b));
+	CUresult r = ELAPSED_REAL();
+#undef ELAPSED_REAL
 	if (r != CUDA_SUCCESS && rc == 0) {
 		*ms = host_ms; /* completion-observed times (coarser, see semantics.md) */
 		return CUDA_SUCCESS;
 	}
 	return r;
+}
+
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+	return elapsed_time(ms, a, b, NULL);
 }
 #endif
 
@@ -830,10 +852,16 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 	size_t room = sizeof(launch_buf) - (size_t)nattrs * asz;
 	if (params && extra)
 		return CUDA_ERROR_INVALID_VALUE; /* the driver's answer to both forms */
+	/* The function's layout, cached: it also tells an invalid handle and the
+	 * function's own thread limit (its register use or launch bounds), which
+	 * the driver checks at the call. */
+	struct ve_param_layout L = {0};
+	bool have_layout = params || ve__real.cuFuncGetParamInfo;
+	if (have_layout && ve__param_layout(f, &L))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (L.max_threads && (uint64_t)block.x * block.y * block.z > L.max_threads)
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	if (params) {
-		struct ve_param_layout L;
-		if (ve__param_layout(f, &L))
-			return CUDA_ERROR_INVALID_HANDLE;
 		if (L.total > room || L.nparams * 8u + 8u > room - L.total)
 			return CUDA_ERROR_INVALID_VALUE;
 		memset(pb, 0, L.total);
@@ -866,10 +894,7 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 		 * driver does (H200 probe: size 0 is invalid unless the kernel has no
 		 * parameters, more than the layout is out of resources); the layout
 		 * is cached per function. */
-		struct ve_param_layout L;
-		if (ve__real.cuFuncGetParamInfo) {
-			if (ve__param_layout(f, &L))
-				return CUDA_ERROR_INVALID_HANDLE;
+		if (have_layout) {
 			if (*sz > L.total)
 				return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 			if (*sz == 0 && L.total)
@@ -878,11 +903,8 @@ static CUresult build_kernel_desc(struct ve_desc *d, CUfunction f, struct ve_dim
 		memcpy(pb, buf, *sz);
 		d->u.k.param_bytes = (uint32_t)*sz;
 		d->flags |= VE_DESC_PARAMS_EXTRA;
-	} else if (ve__real.cuFuncGetParamInfo) {
+	} else if (have_layout) {
 		/* Neither form: valid only for a kernel without parameters. */
-		struct ve_param_layout L;
-		if (ve__param_layout(f, &L))
-			return CUDA_ERROR_INVALID_HANDLE;
 		if (L.nparams)
 			return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -1413,6 +1435,29 @@ CUresult cuMemHostUnregister(void *p)
 	return VE_CALL0(cuMemHostUnregister, (p));
 }
 
+/* Unloading a module frees its functions: launches of them still queued in
+ * the vctx would reach the driver afterwards and fail (natively they were
+ * enqueued at their calls and run). So, as for frees, the caller first waits
+ * for the logical work; and what the shim cached per function is forgotten,
+ * since a later function may get the same handle with another layout. */
+CUresult cuModuleUnload(CUmodule m)
+{
+	if (ve__shim_is_active()) {
+		ve_vctx_ctx_sync(V());
+		ve__forget_functions(m);
+	}
+	return VE_CALL0(cuModuleUnload, (m));
+}
+
+CUresult cuLibraryUnload(CUlibrary lib)
+{
+	if (ve__shim_is_active()) {
+		ve_vctx_ctx_sync(V());
+		ve__forget_functions(NULL);
+	}
+	return VE_CALL0(cuLibraryUnload, (lib));
+}
+
 CUresult cuCtxSynchronize(void)
 {
 	if (ve__shim_active()) {
@@ -1421,8 +1466,8 @@ CUresult cuCtxSynchronize(void)
 		if (cur == ve__shim.ctx) {
 			int rc = ve_vctx_ctx_sync(V());
 			ve__step_end();
-			if (rc)
-				return ve__cu_error(rc);
+			CUresult r = rc ? ve__cu_error(rc) : VE_CALL0(cuCtxSynchronize, ());
+			return r == CUDA_SUCCESS ? ve__sync_error(0) : r;
 		}
 	}
 	return VE_CALL0(cuCtxSynchronize, ());
@@ -1438,8 +1483,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 		if (cur == ve__shim.ctx) {
 			int rc = ve_vctx_ctx_sync(V());
 			ve__step_end();
-			if (rc)
-				return ve__cu_error(rc);
+			CUresult r = rc ? ve__cu_error(rc) : VE_CALL0(cuCtxSynchronize_v2, (ctx));
+			return r == CUDA_SUCCESS ? ve__sync_error(0) : r;
 		}
 	}
 	return VE_CALL0(cuCtxSynchronize_v2, (ctx));
@@ -1526,6 +1571,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	X(cuMemFree)                                                                               \
 	X(cuMemFreeHost)                                                                           \
 	X(cuMemHostUnregister)                                                                     \
+	X(cuModuleUnload)                                                                          \
+	X(cuLibraryUnload)                                                                         \
 	X(cuCtxSynchronize)                                                                        \
 	X(cuCtxSynchronize_v2)                                                                     \
 	X(cuGraphInstantiateWithFlags)                                                             \

@@ -38,15 +38,39 @@ void ve__notice_once(int which, const char *fmt, ...)
 	ve__log(VE_LOG_WARN, "%s", buf);
 }
 
-static _Thread_local uint32_t ptds_capture;
+/* The capture this thread's per-thread default stream is in (0: none). A
+ * thread's stream may join a capture another thread ends: each end bumps
+ * captures_ended, and a thread that sees it moved asks the driver whether
+ * its stream still captures. */
+static _Thread_local uint32_t ptds_capture, ptds_ended_seen;
+static _Atomic uint32_t captures_ended;
 
 void ve__ptds_capture_set(uint32_t group)
 {
 	ptds_capture = group;
+	ptds_ended_seen = atomic_load_explicit(&captures_ended, memory_order_acquire);
+}
+
+void ve__ptds_capture_ended(uint32_t group)
+{
+	if (ptds_capture == group)
+		ptds_capture = 0;
+	atomic_fetch_add_explicit(&captures_ended, 1, memory_order_release);
 }
 
 uint32_t ve__ptds_capture(void)
 {
+	if (VE_LIKELY(!ptds_capture))
+		return 0;
+	uint32_t ended = atomic_load_explicit(&captures_ended, memory_order_acquire);
+	if (ended != ptds_ended_seen) {
+		ptds_ended_seen = ended;
+		CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+		if (ve__real.cuStreamIsCapturing &&
+		    ve__real.cuStreamIsCapturing(CU_STREAM_PER_THREAD, &st) == CUDA_SUCCESS &&
+		    st == CU_STREAM_CAPTURE_STATUS_NONE)
+			ptds_capture = 0;
+	}
 	return ptds_capture;
 }
 
@@ -546,7 +570,7 @@ static void shim_atexit(void)
 /* Open addressing with tombstones and one mutex per map (uncontended: about
  * 20 ns). Keys are CUstream/CUevent pointers, never 0 or 1: the special
  * stream values (NULL, LEGACY, PER_THREAD) are resolved before any lookup. */
-#define MAP_CAP	  8192u
+#define MAP_CAP	  32768u /* 2x the vctx's events: short probes at its limit */
 #define KEY_EMPTY ((uintptr_t)0)
 #define KEY_TOMB  ((uintptr_t)1)
 
@@ -601,7 +625,18 @@ static int hdel(struct hmap *m, uintptr_t k)
 	struct hslot *s = hget_locked(m, k, false);
 	if (!s)
 		return -ENOENT;
-	s->key = KEY_TOMB;
+	/* A tombstone is needed only inside a probe chain: where the next slot
+	 * is empty, this one and the tombstones before it are emptied, so an
+	 * app that creates and destroys events all run long does not fill the
+	 * map with tombstones that every miss must scan. */
+	uint32_t h = (uint32_t)(s - m->tab);
+	if (m->tab[(h + 1) & (MAP_CAP - 1)].key == KEY_EMPTY) {
+		s->key = KEY_EMPTY;
+		for (h = (h - 1) & (MAP_CAP - 1); m->tab[h].key == KEY_TOMB; h = (h - 1) & (MAP_CAP - 1))
+			m->tab[h].key = KEY_EMPTY;
+	} else {
+		s->key = KEY_TOMB;
+	}
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }
@@ -712,13 +747,17 @@ void ve__emap_end_capture(uint32_t group)
 #define PMAX	   VE_DESC_MAX_PARAMS
 
 /* Filled once, then published by a release store of key: lookups read
- * without the lock (every launch with parameters does one, on any thread);
- * misses insert under pcache_lock. */
+ * without the lock (every launch does one, on any thread); misses insert
+ * under pcache_lock. A function whose module is unloaded leaves a tombstone
+ * (PKEY_GONE), which lookups pass over and inserts reuse: the CUfunction's
+ * address may come back as another module's function, with another layout. */
 struct pslot {
 	_Atomic uintptr_t key;
 	uint32_t nparams, total;
+	uint32_t max_threads; /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0 unknown */
 	uint32_t *pairs;
 };
+#define PKEY_GONE ((uintptr_t)1)
 
 static struct pslot pcache[PCACHE_CAP];
 static pthread_mutex_t pcache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -844,60 +883,109 @@ CUresult ve__check_launch_config(CUfunction f, const uint32_t grid[3], const uin
 	return CUDA_SUCCESS;
 }
 
+static void layout_out(const struct pslot *s, struct ve_param_layout *out)
+{
+	out->nparams = s->nparams;
+	out->total = s->total;
+	out->max_threads = s->max_threads;
+	out->pairs = s->pairs;
+}
+
 int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 {
 	uintptr_t k = (uintptr_t)f;
+	if (k <= PKEY_GONE)
+		return -EINVAL;
 	uint32_t h0 = (uint32_t)ve__mix64((uint64_t)k) & (PCACHE_CAP - 1);
-	/* Lock-free hit: slots are never removed, so a probe that reaches an
-	 * empty slot has seen every published key before it. */
+	/* Lock-free hit: a slot, once used, is never empty again, so a probe
+	 * that reaches an empty slot has seen every published key before it. */
 	uint32_t h = h0;
 	for (uint32_t i = 0; i < PCACHE_CAP; i++, h = (h + 1) & (PCACHE_CAP - 1)) {
 		uintptr_t key = atomic_load_explicit(&pcache[h].key, memory_order_acquire);
 		if (key == k) {
-			out->nparams = pcache[h].nparams;
-			out->total = pcache[h].total;
-			out->pairs = pcache[h].pairs;
+			layout_out(&pcache[h], out);
 			return 0;
 		}
 		if (!key)
 			break;
 	}
 	pthread_mutex_lock(&pcache_lock);
+	struct pslot *free_slot = NULL;
 	h = h0;
 	for (uint32_t i = 0; i < PCACHE_CAP; i++, h = (h + 1) & (PCACHE_CAP - 1)) {
 		struct pslot *s = &pcache[h];
 		uintptr_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
 		if (key == k) { /* inserted by another thread meanwhile */
-			out->nparams = s->nparams;
-			out->total = s->total;
-			out->pairs = s->pairs;
+			layout_out(s, out);
 			pthread_mutex_unlock(&pcache_lock);
 			return 0;
 		}
-		if (key)
-			continue;
-		/* Miss: ask the driver once (off the fast path: first launch only). */
-		uint32_t *pairs = malloc(2 * PMAX * sizeof(*pairs));
-		uint32_t n, total;
-		int rc = pairs ? query_layout(f, pairs, &n, &total) : -ENOMEM;
-		if (rc) {
-			free(pairs);
-			pthread_mutex_unlock(&pcache_lock);
-			return rc;
+		if (key == PKEY_GONE && !free_slot)
+			free_slot = s;
+		if (!key) {
+			if (!free_slot)
+				free_slot = s;
+			break;
 		}
-		preload_function(f);
-		s->nparams = n;
-		s->total = total;
-		s->pairs = pairs;
-		atomic_store_explicit(&s->key, k, memory_order_release);
-		out->nparams = n;
-		out->total = total;
-		out->pairs = pairs;
+	}
+	if (!free_slot) {
 		pthread_mutex_unlock(&pcache_lock);
-		return 0;
+		return -ENOSPC;
+	}
+	/* Miss: ask the driver once (off the fast path: first launch only). */
+	uint32_t *pairs = malloc(2 * PMAX * sizeof(*pairs));
+	uint32_t n, total;
+	int rc = pairs ? query_layout(f, pairs, &n, &total) : -ENOMEM;
+	if (rc) {
+		free(pairs);
+		pthread_mutex_unlock(&pcache_lock);
+		return rc;
+	}
+	if (n) { /* keep what the layout needs, not PMAX pairs */
+		uint32_t *fit = realloc(pairs, 2 * n * sizeof(*pairs));
+		if (fit)
+			pairs = fit;
+	} else {
+		free(pairs);
+		pairs = NULL;
+	}
+	int mt = 0;
+	if (!ve__real.cuFuncGetAttribute ||
+	    ve__real.cuFuncGetAttribute(&mt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) != CUDA_SUCCESS ||
+	    mt < 0)
+		mt = 0;
+	preload_function(f);
+	free(free_slot->pairs); /* a tombstone's: its function's module is gone */
+	free_slot->nparams = n;
+	free_slot->total = total;
+	free_slot->max_threads = (uint32_t)mt;
+	free_slot->pairs = pairs;
+	atomic_store_explicit(&free_slot->key, k, memory_order_release);
+	layout_out(free_slot, out);
+	pthread_mutex_unlock(&pcache_lock);
+	return 0;
+}
+
+void ve__forget_functions(CUmodule mod)
+{
+	pthread_mutex_lock(&pcache_lock);
+	for (uint32_t h = 0; h < PCACHE_CAP; h++) {
+		struct pslot *s = &pcache[h];
+		uintptr_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (key <= PKEY_GONE)
+			continue;
+		CUmodule m = NULL;
+		if (mod && ve__real.cuFuncGetModule &&
+		    ve__real.cuFuncGetModule(&m, (CUfunction)key) == CUDA_SUCCESS && m != mod)
+			continue; /* another module's function */
+		/* Its pairs stay until the slot is reused: a lookup of another
+		 * function never reads them, and one of this function's is the
+		 * application launching a function of a module it unloads. */
+		atomic_store_explicit(&s->key, PKEY_GONE, memory_order_release);
 	}
 	pthread_mutex_unlock(&pcache_lock);
-	return -ENOSPC;
+	for (uint32_t i = 0; i < SMEM_SEEN; i++)
+		atomic_store_explicit(&smem_seen[i], 0, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ streams */
@@ -980,6 +1068,15 @@ CUresult ve__sticky(void)
 	int e = ve_vctx_error(ve__shim.v);
 	/* Completions carry the driver's CUresult (positive); anything else
 	 * (a backend errno) is reported as a launch failure. */
+	return e > 0 ? (CUresult)e : e < 0 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+}
+
+CUresult ve__sync_error(int rc)
+{
+	CUresult r = ve__cu_error(rc);
+	if (r != CUDA_SUCCESS)
+		return r;
+	int e = ve_vctx_take_refused(ve__shim.v);
 	return e > 0 ? (CUresult)e : e < 0 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 

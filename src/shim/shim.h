@@ -166,9 +166,14 @@ void ve__emap_end_capture(uint32_t group);
 struct ve_param_layout {
 	uint32_t nparams;
 	uint32_t total; /* bytes: last offset + size */
+	uint32_t max_threads; /* the function's threads per block limit, 0 unknown */
 	const uint32_t *pairs; /* nparams (offset, size) pairs */
 };
 int ve__param_layout(CUfunction f, struct ve_param_layout *out);
+/* Forgets what was cached about the functions of 'mod' (NULL: of every
+ * module and library): they are being unloaded, and their handles may come
+ * back as other functions. */
+void ve__forget_functions(CUmodule mod);
 /* The launch configuration limits the driver checks at the call (grid and
  * block dimensions against the device's, dynamic shared memory against the
  * function's): CUDA_SUCCESS or the driver's error, so a bad launch fails at
@@ -192,6 +197,10 @@ void ve__resolve_stream(CUstream s, bool ptsz, struct ve_target *t);
 CUresult ve__cu_error(int rc);
 /* Sticky device error of the vctx as the CUresult the app should see. */
 CUresult ve__sticky(void);
+/* The result of a synchronizing call (stream, event or context sync) from
+ * the vctx's rc: its error, else an op refused at submission not yet
+ * reported (once: natively the call that enqueued it failed instead). */
+CUresult ve__sync_error(int rc);
 
 /* ---- barrier pass-through (docs/semantics.md, "The table": O) ---- */
 /* Waits until the logical work before this point on t's stream is done. */
@@ -219,7 +228,7 @@ void ve__capture_restore(bool relaxed, CUstreamCaptureMode *saved);
 void ve__notice_once(int which, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum { VE_NOTE_OTHER_CTX = 0, VE_NOTE_UNKNOWN_STREAM, VE_NOTE_CAPTURE, VE_NOTE_GRAPH,
        VE_NOTE_BATCH, VE_NOTE_ARRAY, VE_NOTE_DEVICE, VE_NOTE_DISABLED, VE_NOTE_GRAPH_COPY,
-       VE_NOTE_MAX };
+       VE_NOTE_EVENTS_FULL, VE_NOTE_MAX };
 
 /* Hook tables built by hooks.c (legacy) and hooks_ptsz.c (per-thread). */
 struct ve_hook {
@@ -233,6 +242,8 @@ extern const struct ve_hook ve__hooks_ptsz[];
 /* Capture of the calling thread's per-thread default stream (0 = none). */
 void ve__ptds_capture_set(uint32_t group);
 uint32_t ve__ptds_capture(void);
+/* A capture ended (on any thread): per-thread default streams leave it. */
+void ve__ptds_capture_ended(uint32_t group);
 
 /* ---- graphs (graph.c) ---- */
 /* What a graph launch is sized and placed by. */

@@ -92,6 +92,12 @@ int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, uint32_t n
 int fakecuda_register_kernel_aligned(const char *name, fakecuda_kernel_fn fn, uint32_t nparams,
 				     const size_t *param_sizes, const size_t *param_aligns);
 
+/* Limits kernel @name to @max_threads threads per block, as a kernel's register
+ * use does on a GPU: CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK reports it and a
+ * launch with more is refused (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES). 0 restores
+ * 1024. -ENOENT for an unknown name. */
+int fakecuda_kernel_set_max_threads(const char *name, uint32_t max_threads);
+
 /* One executed kernel launch (graph replays included), in execution order. */
 struct fakecuda_launch_record {
 	uint64_t seq;

@@ -143,6 +143,7 @@ struct fc_kentry {
 	size_t offset[FAKECUDA_MAX_PARAMS];
 	size_t total; /* bytes of the packed parameter buffer */
 	_Atomic int loaded; /* FAKECUDA_LOAD_US: its code loaded (modules are per device) */
+	_Atomic uint32_t max_threads; /* per block, as register use limits it (0: 1024) */
 	struct fc_kentry *next;
 };
 

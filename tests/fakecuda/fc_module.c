@@ -306,6 +306,21 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 	return CUDA_SUCCESS;
 }
 
+static uint32_t kentry_max_threads(const struct fc_kentry *k)
+{
+	uint32_t m = atomic_load(&k->max_threads);
+	return m ? m : 1024;
+}
+
+int fakecuda_kernel_set_max_threads(const char *name, uint32_t max_threads)
+{
+	struct fc_kentry *k = name ? kernel_find(name) : NULL;
+	if (!k)
+		return -ENOENT;
+	atomic_store(&k->max_threads, max_threads);
+	return 0;
+}
+
 static struct fc_func *func_new(struct fc_kentry *k, struct fc_ctx *c)
 {
 	struct fc_func *f = calloc(1, sizeof(*f));
@@ -589,7 +604,7 @@ static CUresult func_attr(int *pi, CUfunction_attribute a, const void *h)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* clang-format off */
 	switch (a) {
-	case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+	case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = (int)kentry_max_threads(ce.k); break;
 	case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
 	case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
 	case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
@@ -800,6 +815,8 @@ static CUresult launch(CUfunction fh, const struct launch *L, CUstream hs, void 
 	int max_dyn = atomic_load(ce.max_dyn_smem);
 	if (L->smem > (unsigned)max_dyn)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((uint64_t)L->block[0] * L->block[1] * L->block[2] > kentry_max_threads(ce.k))
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; /* too many threads for its registers */
 	if (params && extra)
 		return CUDA_ERROR_INVALID_VALUE;
 	const char *ebuf = NULL;

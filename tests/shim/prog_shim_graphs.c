@@ -610,6 +610,83 @@ static void t_global_capture_pageable_copy(void)
 	CK(cuMemFree(a));
 }
 
+/* A per-thread default stream forks into a capture by waiting on an event recorded in
+ * it (CUDA Programming Guide, "Cross-stream Dependencies and Events"): its work from
+ * then on is recorded into the graph, not run, until the capture ends, on this thread
+ * or on another; then it runs again, virtualized. */
+struct ptds_join {
+	CUevent e, e2;
+	CUdeviceptr p, q;
+	pthread_barrier_t forked, ended;
+};
+
+static void *ptds_join_main(void *arg)
+{
+	struct ptds_join *j = arg;
+	CK(cuCtxSetCurrent(pctx));
+	CK(cuStreamWaitEvent(CU_STREAM_PER_THREAD, j->e, 0));
+	add(CU_STREAM_PER_THREAD, j->p, 1, 100); /* captured */
+	CK(cuEventRecord(j->e2, CU_STREAM_PER_THREAD));
+	pthread_barrier_wait(&j->forked);
+	pthread_barrier_wait(&j->ended); /* the main thread ended the capture */
+	add(CU_STREAM_PER_THREAD, j->q, 1, 1); /* runs */
+	CK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+	CHECKF(read_u32(j->q) == 1, "after the capture: %u", read_u32(j->q));
+	return NULL;
+}
+
+static void t_ptds_fork(void)
+{
+	CUstream s;
+	struct ptds_join j = {.p = dalloc(64), .q = dalloc(64)};
+	CUevent e3;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuEventCreate(&j.e, CU_EVENT_DISABLE_TIMING));
+	CK(cuEventCreate(&j.e2, CU_EVENT_DISABLE_TIMING));
+	CK(cuEventCreate(&e3, CU_EVENT_DISABLE_TIMING));
+	pthread_barrier_init(&j.forked, NULL, 2);
+	pthread_barrier_init(&j.ended, NULL, 2);
+	CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	add(s, j.p, 1, 1);
+	CK(cuEventRecord(j.e, s));
+	CK(cuStreamWaitEvent(CU_STREAM_PER_THREAD, j.e, 0)); /* this thread's joins */
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CK(cuStreamIsCapturing(CU_STREAM_PER_THREAD, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	add(CU_STREAM_PER_THREAD, j.p, 1, 10); /* captured */
+	CK(cuEventRecord(e3, CU_STREAM_PER_THREAD));
+	pthread_t th;
+	pthread_create(&th, NULL, ptds_join_main, &j); /* another thread's joins too */
+	pthread_barrier_wait(&j.forked);
+	CK(cuStreamWaitEvent(s, e3, 0));
+	CK(cuStreamWaitEvent(s, j.e2, 0));
+	CUgraph g = NULL;
+	CK(cuStreamEndCapture(s, &g));
+	pthread_barrier_wait(&j.ended);
+	pthread_join(th, NULL);
+	sleep_us(5000);
+	CHECKF(read_u32(j.p) == 0, "captured work ran at once: %u", read_u32(j.p));
+	add(CU_STREAM_PER_THREAD, j.q, 1, 2); /* runs, after the other thread's 1 */
+	CK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+	CHECKF(read_u32(j.q) == 3, "%u", read_u32(j.q));
+	CUgraphExec x;
+	CK(cuGraphInstantiateWithFlags(&x, g, 0));
+	CK(cuGraphLaunch(x, s));
+	CK(cuGraphLaunch(x, s));
+	CK(cuStreamSynchronize(s));
+	CHECKF(read_u32(j.p) == 222, "two replays: %u, want 222", read_u32(j.p));
+	CK(cuGraphExecDestroy(x));
+	CK(cuGraphDestroy(g));
+	pthread_barrier_destroy(&j.forked);
+	pthread_barrier_destroy(&j.ended);
+	CK(cuEventDestroy(j.e));
+	CK(cuEventDestroy(j.e2));
+	CK(cuEventDestroy(e3));
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(j.p));
+	CK(cuMemFree(j.q));
+}
+
 static const struct prog_test tests[] = {
     {"cond_while", t_cond_while},     {"cond_if", t_cond_if},
     {"child_graph", t_child_graph},   {"exec_order", t_exec_order},
@@ -617,6 +694,7 @@ static const struct prog_test tests[] = {
     {"event_node", t_event_node},     {"mt_capture", t_mt_capture},
     {"mt_mixed", t_mt_mixed},         {"module_graph", t_module_graph},
     {"global_capture_pageable_copy", t_global_capture_pageable_copy},
+    {"ptds_fork", t_ptds_fork},
 };
 
 int main(int argc, char **argv)

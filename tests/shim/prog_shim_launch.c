@@ -745,6 +745,84 @@ static void t_foreign(void)
 		CK(cuCtxSetCurrent(pctx));
 }
 
+/* The function's own thread limit (its register use) is the driver's to check at
+ * the call; so is a handle whose module was unloaded. Launches still queued when
+ * their module is unloaded run first, as they were enqueued natively. */
+static void t_function_limits(void)
+{
+	static const size_t sz[] = {8, 4, 4, 4};
+	CHECK(fakecuda_register_kernel("heavy", k_muladd, 4, sz) == 0);
+	CHECK(fakecuda_kernel_set_max_threads("heavy", 256) == 0);
+	CUmodule m2;
+	CUfunction fh;
+	CK(cuModuleLoadData(&m2, "image"));
+	CK(cuModuleGetFunction(&fh, m2, "heavy"));
+	CUdeviceptr b = dalloc(4);
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	uint32_t n = 1, m = 3, a = 1;
+	void *args[] = {&b, &n, &m, &a};
+	CK_IS(cuLaunchKernel(fh, 1, 1, 1, 512, 1, 1, 0, s, args, NULL),
+	      CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+	CK_IS(cuLaunchKernel(fh, 1, 1, 1, 16, 1, 32, 0, s, args, NULL),
+	      CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+	CK(cuLaunchKernel(fh, 1, 1, 1, 256, 1, 1, 0, s, args, NULL)); /* 0 * 3 + 1 */
+	CK(cuStreamSynchronize(s));
+	CHECKF(read_u32(b) == 1, "%u", read_u32(b));
+	/* Queued behind a slow kernel when the module goes. */
+	slow_set(s, b, 7, 20);
+	CK(cuLaunchKernel(fh, 1, 1, 1, 256, 1, 1, 0, s, args, NULL)); /* 7 * 3 + 1 */
+	CK(cuModuleUnload(m2));
+	CK(cuStreamSynchronize(s));
+	CHECKF(read_u32(b) == 22, "a launch queued before its module was unloaded: %u",
+	       read_u32(b));
+	CK_IS(cuLaunchKernel(fh, 1, 1, 1, 32, 1, 1, 0, s, args, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CK(cuStreamSynchronize(s));
+	CK(cuCtxSynchronize());
+	muladd(s, b, 1, 2, 0);
+	CK(cuStreamSynchronize(s));
+	CHECKF(read_u32(b) == 44, "%u", read_u32(b));
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(b));
+}
+
+/* A launch the driver refuses only when it is submitted (here: over a dynamic
+ * shared memory limit lowered after a launch with more, which the shim does not
+ * see) fails natively at its call and leaves nothing sticky. Under the shim the
+ * call succeeded, so the next sync reports it, once: later syncs succeed and the
+ * work after it runs. */
+static void t_refused_once(void)
+{
+	CUdeviceptr b = dalloc(4), dp;
+	struct probe *pr = mapped_alloc(sizeof(*pr), &dp);
+	CUstream s, s2;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	void *args[] = {&dp};
+	CK(cuFuncSetAttribute(f_probe, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024));
+	CK(cuLaunchKernel(f_probe, 1, 1, 1, 32, 1, 1, 64 * 1024, s, args, NULL));
+	CK(cuStreamSynchronize(s));
+	CK(cuFuncSetAttribute(f_probe, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0));
+	CUresult r = cuLaunchKernel(f_probe, 1, 1, 1, 32, 1, 1, 64 * 1024, s, args, NULL);
+	muladd(s, b, 1, 3, 5); /* runs: 5 */
+	if (r == CUDA_SUCCESS) { /* deferred: the next sync reports it */
+		CK_IS(cuStreamSynchronize(s), CUDA_ERROR_INVALID_VALUE);
+	} else {
+		CK_IS(r, CUDA_ERROR_INVALID_VALUE);
+	}
+	CK(cuStreamSynchronize(s));
+	CK(cuCtxSynchronize());
+	CHECKF(read_u32(b) == 5, "%u", read_u32(b));
+	muladd(s2, b, 1, 2, 1); /* 11 */
+	CK(cuStreamSynchronize(s2));
+	CK(cuStreamQuery(s));
+	CHECKF(read_u32(b) == 11, "%u", read_u32(b));
+	CK(cuStreamDestroy(s));
+	CK(cuStreamDestroy(s2));
+	CK(cuMemFree(b));
+	CK(cuMemFreeHost(pr));
+}
+
 static const struct prog_test tests[] = {
     {"params", t_params},
     {"launch_ex", t_launch_ex},
@@ -755,6 +833,8 @@ static const struct prog_test tests[] = {
     {"foreign", t_foreign},
     {"block_errors", t_block_errors},
     {"capture_busy", t_capture_busy},
+    {"function_limits", t_function_limits},
+    {"refused_once", t_refused_once},
 };
 
 int main(int argc, char **argv)

@@ -1064,6 +1064,84 @@ static void t_ipc_event(void)
 	CK(cuMemFree(a));
 }
 
+/* cuEventElapsedTime as a runtime built for CUDA 12.0-12.7 finds it (cuGetProcAddress at
+ * its version: the pre-12.8 ABI) behaves as the current one: NOT_READY while a
+ * generation is pending, never the time of an earlier record. */
+static void t_elapsed_abis(void)
+{
+	typedef CUresult (*elapsed_fn)(float *, CUevent, CUevent);
+	elapsed_fn fn[2] = {NULL, NULL};
+	CUdriverProcAddressQueryResult q;
+	CK(cuGetProcAddress("cuEventElapsedTime", (void **)&fn[0], 12040, 0, &q));
+	CK(cuGetProcAddress("cuEventElapsedTime", (void **)&fn[1], 13000, 0, &q));
+	CUstream s;
+	CUevent a, b;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuEventCreate(&a, 0));
+	CK(cuEventCreate(&b, 0));
+	CUdeviceptr p = dalloc(4);
+	for (int k = 0; k < 2; k++) {
+		CK(cuEventRecord(a, s));
+		slow_set(s, p, 1, 2);
+		CK(cuEventRecord(b, s));
+		CK(cuStreamSynchronize(s));
+		float ms = -1;
+		CK(fn[k](&ms, a, b));
+		CHECKF(ms >= 1.5f, "ABI %d: %.3f ms for a 2 ms kernel", k, ms);
+		struct gate_h h = gate_new();
+		gate_launch(s, h, 0, 0); /* holds s */
+		CK(cuEventRecord(a, s));
+		slow_set(s, p, 2, 20);
+		CK(cuEventRecord(b, s));
+		ms = -1;
+		CK_IS(fn[k](&ms, a, b), CUDA_ERROR_NOT_READY);
+		gate_open(h);
+		CK(cuStreamSynchronize(s));
+		CK(fn[k](&ms, a, b));
+		CHECKF(ms >= 19.0f, "ABI %d: %.3f ms for a 20 ms kernel", k, ms);
+		gate_free(h);
+	}
+	CK(cuEventDestroy(a));
+	CK(cuEventDestroy(b));
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(p));
+}
+
+/* As many live events and streams as a program keeps natively (a timing loop keeps
+ * thousands of events): none refused with a false out-of-memory. Events beyond what
+ * the shim tracks still order work. */
+static void t_many_objects(void)
+{
+	enum { NEV = 20000, NST = 2000 };
+	CUevent *ev = calloc(NEV, sizeof(*ev));
+	CUstream *st = calloc(NST, sizeof(*st));
+	CHECK(ev && st);
+	int bad = 0;
+	for (int i = 0; i < NEV; i++)
+		bad += cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS;
+	CHECKF(bad == 0, "%d of %d event creations failed", bad, NEV);
+	bad = 0;
+	for (int i = 0; i < NST; i++)
+		bad += cuStreamCreate(&st[i], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS;
+	CHECKF(bad == 0, "%d of %d stream creations failed", bad, NST);
+	/* The last event orders work between two of the last streams. */
+	CUdeviceptr p = dalloc(4);
+	slow_set(st[NST - 1], p, 5, 10);
+	CK(cuEventRecord(ev[NEV - 1], st[NST - 1]));
+	CK(cuStreamWaitEvent(st[NST - 2], ev[NEV - 1], 0));
+	muladd(st[NST - 2], p, 1, 3, 1); /* 16 */
+	CK(cuStreamSynchronize(st[NST - 2]));
+	CHECKF(read_u32(p) == 16, "%u", read_u32(p));
+	CK(cuEventSynchronize(ev[NEV - 1]));
+	for (int i = 0; i < NEV; i++)
+		CK(cuEventDestroy(ev[i]));
+	for (int i = 0; i < NST; i++)
+		CK(cuStreamDestroy(st[i]));
+	CK(cuMemFree(p));
+	free(ev);
+	free(st);
+}
+
 static const struct prog_test tests[] = {
     {"chains", t_chains},	  {"legacy", t_legacy},
     {"per_thread", t_per_thread}, {"ptsz_pageable", t_ptsz_pageable},
@@ -1071,7 +1149,8 @@ static const struct prog_test tests[] = {
     {"hostfn", t_hostfn},	  {"memops", t_memops},
     {"threads", t_threads},	  {"destroy_pending", t_destroy_pending},
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
-    {"ipc_event", t_ipc_event},
+    {"ipc_event", t_ipc_event},	  {"elapsed_abis", t_elapsed_abis},
+    {"many_objects", t_many_objects},
 };
 
 int main(int argc, char **argv)

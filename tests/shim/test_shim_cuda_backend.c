@@ -361,6 +361,10 @@ static int drain(struct ve_backend *b, struct ve_completion *out, int want)
 }
 
 /* Submits d on lane and returns its completion status. */
+/* The status of an op the driver refused at submission for a reason of its own:
+ * the context stays usable, and the vctx reports it once (not sticky). */
+#define REFUSED(cu) ((int32_t)(cu) | VE_STATUS_REFUSED)
+
 static int32_t run1(struct ve_backend *b, uint32_t lane, const struct ve_desc *d)
 {
 	uint64_t cookie = next_cookie++;
@@ -643,7 +647,7 @@ VE_TEST(kernel_params_pointer_array_and_extra)
 	kd_probe(&k, 5, 45, 0, 1, 1);
 	uint32_t *lay = (uint32_t *)(uintptr_t)ve_desc_param_layout(&k.d);
 	lay[2] = 4096;
-	VE_CHECK_EQ(run1(b, VE_LANE(2, 0), &k.d), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, VE_LANE(2, 0), &k.d), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	VE_CHECK(!ran(5));
 	ve__real.cuMemFree(out);
 	b->ops->destroy(b);
@@ -689,7 +693,7 @@ VE_TEST(launch_ex_with_attributes)
 	k.d.u.k.attr_size = sizeof(CUlaunchAttribute) + 8;
 	k.d.payload_len =
 	    ve_desc_kernel_payload_len(2, k.d.u.k.attr_size, k.d.u.k.param_bytes, k.d.u.k.nparams);
-	VE_CHECK_EQ(run1(b, VE_LANE(5, 0), &k.d), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, VE_LANE(5, 0), &k.d), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	b->ops->destroy(b);
 }
 
@@ -718,7 +722,7 @@ VE_TEST(cooperative)
 	 * permanent refusal comes back as the status, not as a retry. */
 	kd_probe(&k, 9, 79, 0, 32, 1024);
 	k.d.flags |= VE_DESC_COOPERATIVE;
-	VE_CHECK_EQ(run1(b, VE_LANE(1, 0), &k.d), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+	VE_CHECK_EQ(run1(b, VE_LANE(1, 0), &k.d), REFUSED(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE));
 	VE_CHECK(!ran(9));
 	struct ve_cuda_pool_stats ps;
 	ve_cuda_backend_pool_stats(b, &ps);
@@ -749,8 +753,8 @@ VE_TEST(refused_launch_keeps_lane_order)
 	for (int i = 0; i < 4; i++)
 		VE_CHECK_EQ(c[i].cookie, (uint64_t)i + 1);
 	VE_CHECK_EQ(c[0].status, 0);
-	VE_CHECK_EQ(c[1].status, CUDA_ERROR_INVALID_HANDLE);
-	VE_CHECK_EQ(c[2].status, CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(c[1].status, REFUSED(CUDA_ERROR_INVALID_HANDLE));
+	VE_CHECK_EQ(c[2].status, REFUSED(CUDA_ERROR_INVALID_VALUE));
 	VE_CHECK_EQ(c[3].status, 0);
 	VE_CHECK(c[1].t_end_ns >= c[0].t_end_ns);
 	VE_CHECK(c[0].t_end_ns - c[0].t_submit_ns >= 20000000ull);
@@ -792,9 +796,9 @@ VE_TEST(copies_1d)
 	VE_CHECK_EQ(memcmp(h + 1, h2, 1000), 0);
 	/* A copy the driver refuses (out of bounds) is reported through the status. */
 	d = memcpy_desc(VE_CP_DTOD, d2, d1, 2 * N);
-	VE_CHECK_EQ(run1(b, COPY(0), &d), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, COPY(0), &d), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	d = memcpy_desc(99, d2, d1, 1);
-	VE_CHECK_EQ(run1(b, COPY(0), &d), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, COPY(0), &d), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	ve__real.cuMemFreeHost(h);
 	ve__real.cuMemFreeHost(h2);
 	ve__real.cuMemFree(d1);
@@ -874,7 +878,7 @@ VE_TEST(copies_peer_2d_3d)
 	/* A payload too short for its shape is refused through the status. */
 	d.u.cp.variant = VE_CP_3D;
 	d.payload_len = sizeof(m3) - 1;
-	VE_CHECK_EQ(run1(b, COPY(1), &d), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, COPY(1), &d), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	ve__real.cuMemFreeHost(h);
 	ve__real.cuMemFreeHost(h2);
 	ve__real.cuMemFree(dv);
@@ -947,10 +951,10 @@ VE_TEST(copy_snapshots_and_staging)
 	/* A snapshot is only for host-to-device copies. */
 	struct ve_desc wrong = d[0];
 	wrong.u.cp.variant = VE_CP_DTOD;
-	VE_CHECK_EQ(run1(b, COPY(1), &wrong), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, COPY(1), &wrong), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	wrong = d[0];
 	wrong.payload_len = 50; /* shorter than the copy */
-	VE_CHECK_EQ(run1(b, COPY(1), &wrong), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, COPY(1), &wrong), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	b->ops->destroy(b);
 	cfg.no_staging = true;
 	b = mk(&cfg);
@@ -1012,7 +1016,7 @@ VE_TEST(memsets)
 					    (y == 1 || y == 2) && x < 6 * es ? 0x7f : 0);
 	}
 	d = memset_desc(dv, 0, 3, 1, 1, 0);
-	VE_CHECK_EQ(run1(b, COPY(0), &d), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, COPY(0), &d), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	ve__real.cuMemFreeHost(h);
 	ve__real.cuMemFree(dv);
 	b->ops->destroy(b);
@@ -1052,7 +1056,7 @@ VE_TEST(timed_event_record)
 	m.kind = VE_OP_EVENT_WAIT;
 	VE_CHECK_EQ(run1(b, lane, &m), 0);
 	m.kind = VE_OP_NONE;
-	VE_CHECK_EQ(run1(b, lane, &m), CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(run1(b, lane, &m), REFUSED(CUDA_ERROR_INVALID_VALUE));
 	ve__real.cuEventDestroy(e1);
 	ve__real.cuEventDestroy(e2);
 	b->ops->destroy(b);
@@ -1116,7 +1120,7 @@ VE_TEST(host_functions_and_calls)
 	struct ve_completion cp;
 	VE_CHECK_EQ(b->ops->poll(b, &cp, 1), 0);
 	atomic_store(&call_rc, CUDA_ERROR_NOT_PERMITTED);
-	VE_CHECK_EQ(run1(b, COPY(1), &c), CUDA_ERROR_NOT_PERMITTED);
+	VE_CHECK_EQ(run1(b, COPY(1), &c), REFUSED(CUDA_ERROR_NOT_PERMITTED));
 	atomic_store(&call_rc, -EINVAL);
 	VE_CHECK_EQ(run1(b, COPY(1), &c), -EINVAL);
 	b->ops->destroy(b);
@@ -1289,7 +1293,7 @@ VE_TEST(event_completion_mode)
 	for (int i = 0; i < 4; i++)
 		VE_CHECK_EQ(c[i].cookie, (uint64_t)i + 1);
 	VE_CHECK(c[0].status == 0 && c[1].status == 0 && c[2].status == 0);
-	VE_CHECK_EQ(c[3].status, CUDA_ERROR_INVALID_VALUE);
+	VE_CHECK_EQ(c[3].status, REFUSED(CUDA_ERROR_INVALID_VALUE));
 	uint64_t v;
 	memcpy(&v, h, 8);
 	VE_CHECK_EQ(v, 0xfeed);

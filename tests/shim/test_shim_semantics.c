@@ -21,10 +21,11 @@
  * known_deviations below, which hold natively and not (yet) under Vitamin-E. */
 static const char *const streams_shim_tests[] = {
     "chains",  "legacy", "per_thread",	    "events", "events_rerecord_timed",
-    "hostfn",  "memops", "threads", "destroy_pending", "ipc_event", NULL};
+    "hostfn",  "memops", "threads", "destroy_pending", "ipc_event", "elapsed_abis", "many_objects", NULL};
 static const char *const launch_shim_tests[] = {
     "params",	   "launch_ex", "launch_errors", "config_errors", "block_errors",
-    "graphs", "passthrough", "foreign",	     "capture_busy",  NULL};
+    "graphs", "passthrough", "foreign",	     "capture_busy",  "function_limits",
+    "refused_once", NULL};
 
 /* Jitter (us) of the second schedule, per policy: a spread of interleavings. */
 static const unsigned policy_jitter[] = {200, 1000, 50, 500, 300};
