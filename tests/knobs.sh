@@ -9,7 +9,7 @@ set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 list="$root/src/runtime/knobs.c"
 fail=0
-names=$(cd "$root" && grep -rhoE '(getenv|env_u64|env_str|env_long|ve_test_env_long)\("VE_[A-Z0-9_]+"' \
+names=$(cd "$root" && grep -rhoE '(getenv|env_[a-z0-9_]+|ve_test_env_long)\("VE_[A-Z0-9_]+"' \
 	src tools tests bench --include='*.c' --include='*.h' --include='*.cu' 2>/dev/null |
 	sed -E 's/.*"(VE_[A-Z0-9_]+)"/\1/' | grep -v '^VE_VED_' | grep -v '^VE_BENCH_' | sort -u)
 missing=""

@@ -13,6 +13,7 @@
 #   ops_trace              `ve-ctl trace --seconds 1`: JSON with tracks per client and
 #                          per entry, grant/lease spans, no overlap within a track
 #   ops_drain              drain refuses a new client, registered ones go on; resume
+#   ops_drain_abandoned    a drain whose tool gave up on a stopped ved is not applied
 #   ops_reload             SIGHUP applies a new policy with the clients registered;
 #                          a bad one is refused and the running one stays
 #   ops_drain_wait         drain --wait returns once the clients are done
@@ -22,7 +23,8 @@
 set -u
 . "$(dirname "$0")/sh_harness.sh"
 ALL="ops_metrics_http ops_metrics_errors ops_metrics_promtool ops_metrics_documented
-     ops_metrics_ctl ops_clients ops_trace ops_drain ops_reload ops_drain_wait ops_ved_exit"
+     ops_metrics_ctl ops_clients ops_trace ops_drain ops_drain_abandoned ops_reload
+     ops_drain_wait ops_ved_exit"
 for t in curl python3; do
 	if ! command -v $t >/dev/null 2>&1; then
 		for n in $ALL; do skip "$n" "no $t"; done
@@ -72,13 +74,15 @@ url=http://127.0.0.1:$port/metrics
 client() { # NAME SECONDS [ve-run options]
 	local name=$1 secs=$2
 	shift 2
-	env VETEST_SECONDS="$secs" VETEST_EXPECT_GREEN=1 VE_LIBCUDA="$fake" \
+	env VETEST_SECONDS="$secs" VETEST_STOP_FILE="$tmp/stop" VETEST_EXPECT_GREEN=1 VE_LIBCUDA="$fake" \
 		LD_LIBRARY_PATH="$build/fakecuda" VE_DAEMON="$sock" \
-		timeout 60 "$build/ve-run" "$@" -- "$prog" >"$tmp/$name.log" 2>&1
+		timeout 180 "$build/ve-run" "$@" -- "$prog" >"$tmp/$name.log" 2>&1
 }
-client busyA 12 &
+# Busy until ops_drain_wait creates $tmp/stop (120 s at most): the tests
+# before it need both registered however slow the machine is.
+client busyA 120 &
 pids+=($!)
-client busyB 12 --class latency &
+client busyB 120 --class latency &
 pids+=($!)
 n=0
 for _ in $(seq 100); do
@@ -220,6 +224,23 @@ ctl resume >/dev/null 2>&1 || bad="$bad resume-exit"
 [ "$(metric ve_ved_draining)" = 0 ] || bad="$bad resumed-gauge"
 if [ -z "$bad" ]; then ok ops_drain; else fail ops_drain "$bad"; fi
 
+# ---- ops_drain_abandoned
+# A tool that gave up on a stopped ved told its user the drain failed: ved,
+# once it runs again, must not drain.
+bad=""
+kill -STOP "$ved"
+"$build/ve-ctl" --socket "$sock" drain >/dev/null 2>&1 & # not through ctl(): $! must be ve-ctl
+cpid=$!
+sleep 0.5
+kill -KILL "$cpid" 2>/dev/null
+wait "$cpid" 2>/dev/null
+kill -CONT "$ved"
+sleep 0.3
+[ "$(metric ve_ved_draining)" = 0 ] || bad="$bad drained-for-a-gone-tool"
+grep -q "drain request dropped: the tool that sent it has gone" "$tmp/ved.log" || bad="$bad no-log-line"
+[ "$(metric ve_clients)" = 2 ] || bad="$bad registered:$(metric ve_clients)"
+if [ -z "$bad" ]; then ok ops_drain_abandoned; else fail ops_drain_abandoned "$bad"; fi
+
 # ---- ops_reload
 policy() { curl -s --max-time 5 "$url" | sed -n 's/^ve_policy_info{.*policy="\([^"]*\)".*/\1/p'; }
 bad=""
@@ -239,7 +260,8 @@ kill -0 "$ved" 2>/dev/null || bad="$bad ved-died"
 if [ -z "$bad" ]; then ok ops_reload; else fail ops_reload "$bad $(head -c 300 "$tmp/reload.out")"; fi
 
 # ---- ops_drain_wait
-out=$(ctl drain --wait --timeout 30 2>&1)
+touch "$tmp/stop"
+out=$(ctl drain --wait --timeout 60 2>&1)
 rc=$?
 if [ $rc -eq 0 ] && echo "$out" | grep -q "drained" && [ "$(metric ve_clients)" = 0 ]; then
 	ok ops_drain_wait

@@ -675,8 +675,15 @@ static int admin(int fd, uint32_t op, struct ve_ctl_admin *out)
 		fprintf(stderr, "ve-ctl: cannot send the request: %s\n", strerror(-rc));
 		return -1;
 	}
-	if (reply(fd, VE_CTL_ADMIN) < 0)
+	if (reply(fd, VE_CTL_ADMIN) < 0) {
+		/* ved acts only on a request whose tool still waits for the
+		 * answer (a stopped ved reads it later). */
+		fprintf(stderr,
+			"ve-ctl: no %s confirmed: ved drops a request it reads after this tool "
+			"has gone ('ve-ctl status' shows the state)\n",
+			op == VE_ADMIN_RELOAD ? "reload" : op == VE_ADMIN_DRAIN ? "drain" : "resume");
 		return -1;
+	}
 	memcpy(out, g_msg.b, sizeof(*out));
 	return 0;
 }

@@ -75,6 +75,27 @@ static void args_failed(char *err, size_t errlen, const char *name, const char *
 			 strerror(rc < 0 ? -rc : rc));
 }
 
+/* Starts a policy with its arguments: 0, or a negative errno with the
+ * reason in err. A policy without init takes no arguments: ignoring them
+ * would run something else than the user asked for. */
+static int policy_init(const struct ve_policy_ops *pol, const char *args,
+		       const struct ve_policy_view *view, void **priv, char *err, size_t errlen)
+{
+	ve_policy_args_error_clear();
+	if (!pol->init) {
+		if (!args || !*args)
+			return 0;
+		snprintf(err, errlen, "policy %s takes no arguments (given '%s')", pol->name, args);
+		return -EINVAL;
+	}
+	int rc = pol->init(args, view, priv);
+	if (rc) {
+		args_failed(err, errlen, pol->name, args, rc);
+		return rc < 0 ? rc : -EINVAL;
+	}
+	return 0;
+}
+
 struct ve_coord {
 	struct ve_pool pool;
 	struct ve_readyq rq;
@@ -240,11 +261,8 @@ int ve_coord_create(const struct ve_coord_config *cfg, struct ve_coord **out, ch
 	for (uint32_t i = 0; i < VE_COORD_MAX_CLIENTS; i++)
 		c->gc[i].entry = c->gc[i].want = c->gc[i].lend = c->gc[i].want_lend = VE_POOL_NONE;
 	snprintf(c->pol_name, sizeof(c->pol_name), "%s", c->pol->name);
-	ve_policy_args_error_clear();
-	if (c->pol->init && (rc = c->pol->init(args, &c->view, &c->pol_priv))) {
-		args_failed(err, errlen, c->pol->name, args, rc);
+	if ((rc = policy_init(c->pol, args, &c->view, &c->pol_priv, err, errlen))) {
 		c->pol = NULL;
-		rc = rc < 0 ? rc : -EINVAL;
 		goto fail;
 	}
 	*out = c;
@@ -293,12 +311,8 @@ int ve_coord_set_policy(struct ve_coord *c, const char *spec, char *err, size_t 
 		rc = -EINVAL;
 		goto fail;
 	}
-	ve_policy_args_error_clear();
-	if (own.init && (rc = own.init(args, &c->view, &priv))) {
-		args_failed(err, errlen, own.name, args, rc);
-		rc = rc < 0 ? rc : -EINVAL;
+	if ((rc = policy_init(&own, args, &c->view, &priv, err, errlen)))
 		goto fail;
-	}
 	if (c->pol->fini)
 		c->pol->fini(c->pol_priv);
 	if (c->pol_dl)

@@ -1444,7 +1444,10 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 		moved += poll_calls(d);
 	if (d->cfg.window || (grant && d->cfg.ahead_ns) || d->ndq)
 		submitted += drain_pipeline(d);
-	if (!grant) {
+	/* In grant mode too while the link still holds ops handed to it per op:
+	 * ved lost, its waiting ops went to the safe-mode coordinator, which
+	 * grants. Nothing but schedule binds them (they stay popped). */
+	if (!grant || L_CALL(d, pending)) {
 		for (;;) {
 			int nb = L_CALL(d, schedule, d->bind, BATCH);
 			if (nb <= 0)

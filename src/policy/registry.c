@@ -2,6 +2,7 @@
 /* Policy registry: built-ins by name, external policies from a .so by path. */
 #include "policy/registry.h"
 #include "policy/policies.h"
+#include "util/util.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -116,6 +117,8 @@ int ve__policy_parse_args(const char *args, int (*fn)(const char *k, const char 
 	}
 	strcpy(buf, args);
 	char *save = NULL;
+	const char *seen[64]; /* keys so far: one given twice is a mistake, not an override */
+	uint32_t nseen = 0;
 	for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(kv, '=');
 		if (!eq) {
@@ -123,6 +126,13 @@ int ve__policy_parse_args(const char *args, int (*fn)(const char *k, const char 
 			return -EINVAL;
 		}
 		*eq = 0;
+		for (uint32_t i = 0; i < nseen; i++)
+			if (strcmp(seen[i], kv) == 0) {
+				snprintf(args_error, sizeof(args_error), "%s (given twice)", kv);
+				return -EINVAL;
+			}
+		if (nseen < VE_ARRAY_SIZE(seen))
+			seen[nseen++] = kv;
 		int rc = fn(kv, eq + 1, arg);
 		if (rc) {
 			snprintf(args_error, sizeof(args_error), "%s=%s", kv, eq + 1);

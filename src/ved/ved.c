@@ -48,6 +48,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #define MAX_CONNS  160 /* registered clients plus tools */
 #define OWNER_RESERVE 32 /* slots users other than ved's own never take */
 #define BATCH	   64
@@ -832,6 +834,18 @@ fail:
 	return rc ? rc : -EINVAL;
 }
 
+/* The peer closed its end: its tool stopped waiting for our answer. */
+static bool peer_gone(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static const char *admin_name(uint32_t op)
+{
+	return op == VE_ADMIN_RELOAD ? "reload" : op == VE_ADMIN_DRAIN ? "drain" : "resume";
+}
+
 static void do_admin(struct ved *d, struct vconn *c, const struct ve_ctl_admin_req *q)
 {
 	struct ve_ctl_admin *m = (void *)d->msg.b;
@@ -1150,6 +1164,16 @@ static void on_conn(struct ved *d, struct vconn *c, uint32_t events)
 		} else if (h->type == VE_CTL_ADMIN_REQ) {
 			struct ve_ctl_admin_req q;
 			memcpy(&q, d->msg.b, sizeof(q));
+			/* A tool that gave up waiting (ved was stopped or busy) told
+			 * its user the request failed: acting on it now would
+			 * contradict that. */
+			if (peer_gone(c->fd)) {
+				VE_WARN("ved: %s request dropped: the tool that sent it has gone "
+					"(it gave up waiting for ved)",
+					admin_name(q.op));
+				conn_close(d, c, "tool gone", false);
+				return;
+			}
 			do_admin(d, c, &q);
 		} else {
 			struct ve_ctl_trace_req q;
@@ -1722,8 +1746,14 @@ int main(int argc, char **argv)
 		ve_serve_destroy(tmp);
 	}
 	if (check_only) {
-		printf("ved: configuration ok (%s)\n",
-		       d->cfg.config_path[0] ? d->cfg.config_path : "defaults");
+		/* Say where the keys came from: the file alone may not be it. */
+		int nenv = 0;
+		for (char **e = environ; e && *e; e++)
+			nenv += strncmp(*e, "VE_VED_", 7) == 0 && strncmp(*e, "VE_VED_TEST_", 12) != 0;
+		printf("ved: configuration ok (%s%s", d->cfg.config_path[0] ? d->cfg.config_path : "defaults",
+		       nenv ? ", with " : ")\n");
+		if (nenv)
+			printf("%d VE_VED_* variable%s)\n", nenv, nenv == 1 ? "" : "s");
 		return 0;
 	}
 	d->lfd = d->lockfd = d->devlockfd = d->epfd = d->sigfd = -1;

@@ -187,6 +187,12 @@ VE_TEST(ved_config_lines)
 	fu_run(dargv, denv, 10, &R);
 	VE_CHECK_EQ(R.rc, 0);
 	VE_CHECK(strstr(R.out, "did you mean VE_VED_POLICY"));
+	/* The check says where the keys came from: the file and the environment. */
+	const char *venv[] = {"VE_VED_POLICY=fixed", "VE_VED_TICK_US=300", NULL};
+	fu_run(dargv, venv, 10, &R);
+	VE_CHECK_EQ(R.rc, 0);
+	VE_CHECK_MSG(strstr(R.out, "configuration ok (/dev/null, with 2 VE_VED_* variables)"), "%s",
+		     R.out);
 }
 
 static int copy_file(const char *from, const char *to)

@@ -7,7 +7,9 @@
  * VETEST_WIDE=MS: the slow kernels are as wide as the GPU (4096 blocks of
  * 256 threads) and hold it MS ms, as a training job's GEMMs do;
  * VETEST_BURST=N and VETEST_HOST_MS=MS: after every N rounds the host
- * works MS ms (a host phase: data loading, an optimizer on the CPU).
+ * works MS ms (a host phase: data loading, an optimizer on the CPU);
+ * VETEST_STOP_FILE=PATH: it also stops once PATH exists (a test's clients
+ * then outlast a slow machine and still end when the test says).
  */
 #include "prog_shim.h"
 
@@ -38,13 +40,14 @@ int main(void)
 	uint32_t wide_ms = env_u32("VETEST_WIDE", 0, 1000);
 	uint32_t burst = env_u32("VETEST_BURST", 0, 1u << 20);
 	uint32_t host_ms = env_u32("VETEST_HOST_MS", 0, 10000);
+	const char *stop = getenv("VETEST_STOP_FILE");
 	CUstream s[2];
 	CK(cuStreamCreate(&s[0], CU_STREAM_NON_BLOCKING));
 	CK(cuStreamCreate(&s[1], CU_STREAM_NON_BLOCKING));
 	CUdeviceptr p = dalloc(2 * sizeof(uint32_t));
 	uint64_t end = now_ns() + (uint64_t)(secs * 1e9);
 	uint32_t rounds = 0;
-	while (now_ns() < end && !failures) {
+	while (now_ns() < end && !failures && !(stop && access(stop, F_OK) == 0)) {
 		for (int k = 0; k < 2; k++) {
 			slow_step(s[k], p + 4 * (CUdeviceptr)k, rounds, wide_ms);
 			add(s[k], p + 4 * (CUdeviceptr)k, 1, 1);

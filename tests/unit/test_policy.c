@@ -495,6 +495,9 @@ VE_TEST(policy_bad_argument_named_in_the_error)
 		{"tput:min_gain=0.01,prio=-1", "rejected 'prio=-1' in its arguments"},
 		{"tpot:reserve=32,min_gain=-3", "rejected 'min_gain=-3'"}, /* via the embedded tput */
 		{"fixed:leaves=8/x", "rejected 'leaves=8/x'"},
+		{"tpot:reserve=64,reserve=8", "rejected 'reserve (given twice)'"},
+		{"whole:reserve=64", "policy whole takes no arguments (given 'reserve=64')"},
+		{"chaos:garbage", "policy chaos takes no arguments"},
 		/* Parsed, refused later (no entry that large): nothing is named,
 		 * not even the key of the case before on this thread. */
 		{"tpot:reserve=1000", "rejected its arguments 'reserve=1000'"},
@@ -521,6 +524,8 @@ VE_TEST(policy_bad_argument_named_in_the_error)
 	char err[256] = "";
 	VE_CHECK_EQ(ve_coord_set_policy(c, "tpot:standing=2", err, sizeof(err)), -EINVAL);
 	VE_CHECK_MSG(strstr(err, "rejected 'standing=2'"), "reload: %s", err);
+	VE_CHECK_EQ(ve_coord_set_policy(c, "whole:x=1", err, sizeof(err)), -EINVAL);
+	VE_CHECK_MSG(strstr(err, "takes no arguments"), "reload: %s", err);
 	VE_CHECK_EQ(ve_coord_set_policy(c, "tpot:standing=0", err, sizeof(err)), 0);
 	VE_CHECK(ve_policy_args_error()[0] == 0);
 	ve_coord_destroy(c);

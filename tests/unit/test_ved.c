@@ -30,6 +30,8 @@
  *                  of the dead are reclaimed (status shows none held by dead
  *                  pids), nothing hangs
  *  ved_threaded    a dispatcher thread (helper-thread wake-ups, spin) over ved
+ *  ved_kill_pending_per_op  ved (per-op) SIGKILLed while ops wait for their
+ *                  BIND, not restarted: safe mode binds them, nothing hangs
  *  ved_overflow    bindings beyond a full ring wait in ved: in order, none
  *                  dropped or duplicated
  * Every wait is bounded; a watchdog alarm ends a stuck test. VE_SEED=<seed>
@@ -1353,6 +1355,76 @@ VE_TEST(ved_threaded_grant)
 		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
 	g_grant = true;
 	threaded();
+}
+
+/* ved (per-op) dies while ops wait for their BIND and is not restarted: the
+ * ops move to the safe-mode coordinator, which binds by grants, and the
+ * dispatcher must still have them bound (it stopped calling schedule in
+ * grant mode: the ops stayed popped and the program hung for good). */
+VE_TEST(ved_kill_pending_per_op)
+{
+	if (!setup())
+		VE_SKIP("no ved binary next to the tests (set VE_BUILD)");
+	g_grant = false;
+	alarm(VT_SANITIZED ? 240 : 60);
+	pid_t v = start_ved("tput", NULL);
+	VE_CHECK(v > 0);
+	struct ve_sim_config sc;
+	ve_sim_config_default(&sc);
+	struct ve_backend *b;
+	VE_CHECK_EQ(ve_sim_create(&sc, &b), 0);
+	char err[512];
+	struct ve_runtime_config rcfg = {.daemon = g_sock,
+					 .ved_reconnect_ms = 100,
+					 .dispatch = {.host_inline = true}};
+	struct ve_runtime *rt;
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, b, &rt, err, sizeof(err)) == 0, "%s", err);
+	VE_CHECK_EQ(ve_runtime_mode(rt), VE_RUNTIME_VED);
+	struct ve_remote *rem = ve_runtime_remote(rt);
+	struct ve_dispatcher *d = ve_runtime_dispatcher(rt);
+	struct ve_vctx_config vc = {.client_id = 0};
+	struct ve_vctx *vx;
+	VE_CHECK_EQ(ve_vctx_create(&vc, &vx), 0);
+	VE_CHECK_EQ(ve_runtime_attach(rt, vx, 0, 0), 0);
+	ve_stream s[2];
+	for (int i = 0; i < 2; i++)
+		VE_CHECK_EQ(ve_vctx_stream_create(vx, VE_STREAM_NON_BLOCKING, 0, &s[i]), 0);
+	/* ved cannot answer: the READYs wait for a BIND when it dies. */
+	VE_CHECK_EQ(kill(v, SIGSTOP), 0);
+	for (int i = 0; i < 2; i++) {
+		struct ve_desc k = {.kind = VE_OP_KERNEL};
+		k.u.k.fn = 0x42;
+		k.u.k.grid = (struct ve_dim3){16, 1, 1};
+		k.u.k.block = (struct ve_dim3){128, 1, 1};
+		VE_CHECK_EQ(ve_vctx_submit(vx, s[i], &k, 0, NULL), 0);
+	}
+	ve_dispatcher_poll(d);
+	struct ve_remote_stats rs;
+	ve_remote_stats(rem, &rs);
+	VE_CHECK_EQ(rs.ready_sent, 2);
+	VE_CHECK_EQ(rs.binds, 0);
+	kill(v, SIGKILL);
+	waitpid(v, NULL, 0);
+	g_ved_pid = 0;
+	/* Not restarted: safe mode must run them (a reconnect would hide it). */
+	uint64_t t_end = ve__now_ns() + 5000000000ull;
+	while (ve_vctx_ctx_query(vx) != 0 && ve__now_ns() < t_end) {
+		ve_dispatcher_poll(d);
+		if (ve_sim_advance(b, NULL) != 0)
+			usleep(1000);
+	}
+	ve_remote_stats(rem, &rs);
+	printf("# %llu failovers, %llu bound locally\n", (unsigned long long)rs.failovers,
+	       (unsigned long long)rs.local_bindings);
+	VE_CHECK_EQ(rs.failovers, 1);
+	VE_CHECK_MSG(ve_vctx_ctx_query(vx) == 0,
+		     "the ops waiting for ved's BIND never ran after it died");
+	VE_CHECK_EQ(rs.local_bindings, 2);
+	ve_runtime_detach(rt, 0);
+	ve_runtime_destroy(rt);
+	ve_vctx_destroy(vx);
+	b->ops->destroy(b);
+	remove_dir();
 }
 
 /* Bindings that do not fit the client's ring wait in ved's per-client queue:
