@@ -422,6 +422,42 @@ out:
 	return rc;
 }
 
+int ve_vctx_stream_per_thread_release(struct ve_vctx *v, uint64_t key)
+{
+	if (!v)
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	uint32_t mask = v->ptds_cap - 1, h = ptds_hash(v, key), idx;
+	for (;;) {
+		idx = v->ptds_map[h];
+		if (idx == VE__NIL || v->streams[idx].thread_key == key)
+			break;
+		h = (h + 1) & mask;
+	}
+	int rc = -ENOENT;
+	if (idx != VE__NIL) {
+		/* Backward-shift deletion: every other thread's entry stays
+		 * reachable from its home slot, with no tombstones to pile up. */
+		uint32_t hole = h;
+		for (uint32_t j = (h + 1) & mask; v->ptds_map[j] != VE__NIL; j = (j + 1) & mask) {
+			uint32_t home = ptds_hash(v, v->streams[v->ptds_map[j]].thread_key);
+			if (((j - home) & mask) >= ((j - hole) & mask)) {
+				v->ptds_map[hole] = v->ptds_map[j];
+				hole = j;
+			}
+		}
+		v->ptds_map[hole] = VE__NIL;
+		/* As a destroyed stream: its pending work still completes and
+		 * counts for the legacy stream and context sync. */
+		v->streams[idx].state = OBJ_ZOMBIE;
+		v->streams[idx].thread_key = 0;
+		v->nstreams_live--;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
 int ve_vctx_stream_flags(struct ve_vctx *v, ve_stream h, unsigned *flags)
 {
 	pthread_mutex_lock(&v->lock);

@@ -99,6 +99,11 @@ int ve_vctx_stream_create(struct ve_vctx *v, unsigned flags, int priority, ve_st
 int ve_vctx_stream_destroy(struct ve_vctx *v, ve_stream s);
 /* The per-thread default stream of thread 'thread_key' (created on first use). */
 int ve_vctx_stream_per_thread(struct ve_vctx *v, uint64_t thread_key, ve_stream *out);
+/* The thread of thread_key has exited: its per-thread stream is released as a
+ * destroyed stream is (its pending work still completes and counts), so a
+ * program that starts threads all run long does not run out of streams.
+ * -ENOENT if the thread had none. */
+int ve_vctx_stream_per_thread_release(struct ve_vctx *v, uint64_t thread_key);
 int ve_vctx_stream_flags(struct ve_vctx *v, ve_stream s, unsigned *flags);
 int ve_vctx_stream_priority(struct ve_vctx *v, ve_stream s, int *priority);
 /* 0 when all work issued to s so far completed, -EBUSY otherwise. */

@@ -83,6 +83,34 @@ uint64_t ve__thread_key(void)
 	return key;
 }
 
+/* A thread that used its per-thread default stream releases it when it exits
+ * (a thread-per-request server would otherwise use up the streams). */
+static pthread_key_t ptds_exit_key;
+static pthread_once_t ptds_exit_once = PTHREAD_ONCE_INIT;
+static bool ptds_exit_ok;
+
+static void ptds_thread_exit(void *arg)
+{
+	if (ve__shim_is_active())
+		ve_vctx_stream_per_thread_release(ve__shim.v, (uint64_t)(uintptr_t)arg);
+}
+
+static void ptds_exit_init(void)
+{
+	ptds_exit_ok = pthread_key_create(&ptds_exit_key, ptds_thread_exit) == 0;
+}
+
+static void ptds_release_at_exit(void)
+{
+	static _Thread_local bool armed;
+	if (VE_LIKELY(armed))
+		return;
+	armed = true;
+	pthread_once(&ptds_exit_once, ptds_exit_init);
+	if (ptds_exit_ok)
+		pthread_setspecific(ptds_exit_key, (void *)(uintptr_t)ve__thread_key());
+}
+
 /* ------------------------------------------------------------------ config */
 
 static int env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -1015,9 +1043,10 @@ void ve__resolve_stream(CUstream s, bool ptsz, struct ve_target *t)
 			return;
 		}
 		t->virt = true;
-		if (per_thread)
+		if (per_thread) {
 			ve_vctx_stream_per_thread(ve__shim.v, ve__thread_key(), &t->ls);
-		else
+			ptds_release_at_exit();
+		} else
 			t->ls = VE_STREAM_LEGACY;
 		return;
 	}

@@ -1142,6 +1142,32 @@ static void t_many_objects(void)
 	free(st);
 }
 
+/* A thread per request, each on its per-thread default stream: more threads over
+ * the run than the shim has streams; each one's stream is released when it exits. */
+static void *churn_main(void *arg)
+{
+	CUdeviceptr p = *(CUdeviceptr *)arg;
+	CK(cuCtxSetCurrent(pctx));
+	add(CU_STREAM_PER_THREAD, p, 1, 1);
+	CK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+	return NULL;
+}
+
+static void t_thread_churn(void)
+{
+	enum { NTHREADS = 4500 };
+	CUdeviceptr p = dalloc(4);
+	for (int i = 0; i < NTHREADS && !failures; i++) {
+		pthread_t th;
+		CHECK(pthread_create(&th, NULL, churn_main, &p) == 0);
+		pthread_join(th, NULL);
+		if (i % 1024 == 1023)
+			scan_launch_log(); /* the fake's log holds 4096 */
+	}
+	CHECKF(read_u32(p) == NTHREADS, "%u of %d adds ran", read_u32(p), NTHREADS);
+	CK(cuMemFree(p));
+}
+
 static const struct prog_test tests[] = {
     {"chains", t_chains},	  {"legacy", t_legacy},
     {"per_thread", t_per_thread}, {"ptsz_pageable", t_ptsz_pageable},
@@ -1150,7 +1176,7 @@ static const struct prog_test tests[] = {
     {"threads", t_threads},	  {"destroy_pending", t_destroy_pending},
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
     {"ipc_event", t_ipc_event},	  {"elapsed_abis", t_elapsed_abis},
-    {"many_objects", t_many_objects},
+    {"many_objects", t_many_objects}, {"thread_churn", t_thread_churn},
 };
 
 int main(int argc, char **argv)

@@ -96,6 +96,18 @@ PROG_TESTS(memory, "prog_shim_memory")
 PROG_TESTS(launch, "prog_shim_launch")
 PROG_TESTS(graphs, "prog_shim_graphs")
 
+/* 4,500 threads one after another, each on its per-thread default stream: more
+ * than the shim has streams, so each must be released when its thread exits. Once,
+ * under tput, with sync waits that sleep at once (the run is thread start-up). */
+VE_TEST(streams_thread_churn_releases_per_thread_streams)
+{
+	SH_PROG(path, "prog_shim_streams");
+	const char *argv[] = {path, "thread_churn", NULL};
+	struct sh_opts o = {.shim = true, .expect_green = true, .policy = "tput",
+			    .env = {"VE_SYNC_SPIN_US=0"}};
+	SH_RUN_OK(argv, &o);
+}
+
 /* Launches only the whole GPU may run are counted and named at exit (each
  * waits for every other client to drain), and so are cluster launches
  * placed by the driver's occupancy calculator: launch_ex has nine clusters

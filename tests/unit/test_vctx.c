@@ -629,6 +629,43 @@ VE_TEST(x_destroyed_streams_are_reclaimed)
 	ve_vctx_destroy(v);
 }
 
+/* Threads that exit release their per-thread streams: a program that starts
+ * many more threads than there are streams keeps getting one, a released
+ * stream's pending work still counts, and the other threads keep theirs
+ * (the map's deletion keeps every key reachable). */
+VE_TEST(x_per_thread_streams_released_at_thread_exit)
+{
+	struct ve_vctx_config cfg = {.max_streams = 8};
+	struct ve_vctx *v = NULL;
+	struct rd r = {0};
+	VE_CHECK_EQ(ve_vctx_create(&cfg, &v), 0);
+	ve_stream keep[3];
+	for (int i = 0; i < 3; i++)
+		VE_CHECK_EQ(ve_vctx_stream_per_thread(v, 1000 + (uint64_t)i, &keep[i]), 0);
+	for (uint64_t key = 1; key <= 200; key++) {
+		ve_stream p;
+		int rc = ve_vctx_stream_per_thread(v, key, &p);
+		VE_CHECK_MSG(rc == 0, "thread %llu: %d", (unsigned long long)key, rc);
+		ve_tok k = kern(v, p);
+		VE_CHECK_EQ(ve_vctx_stream_per_thread_release(v, key), 0);
+		VE_CHECK_EQ(ve_vctx_stream_per_thread_release(v, key), -ENOENT);
+		if (key == 100) { /* exited with work pending: the legacy stream waits for it */
+			ve_tok l = kern(v, VE_STREAM_LEGACY);
+			VE_CHECK(!ready(v, &r, l));
+			done(v, &r, k);
+			done(v, &r, l);
+		} else {
+			done(v, &r, k);
+		}
+		for (int i = 0; i < 3; i++) {
+			ve_stream again;
+			VE_CHECK_EQ(ve_vctx_stream_per_thread(v, 1000 + (uint64_t)i, &again), 0);
+			VE_CHECK_EQ(again, keep[i]);
+		}
+	}
+	ve_vctx_destroy(v);
+}
+
 /* ------------------------------------------------------------------ errors */
 
 VE_TEST(sticky_error)
@@ -662,6 +699,41 @@ VE_TEST(sticky_error)
 	VE_CHECK(ready(v, &r, c));
 	VE_CHECK_EQ(ve_vctx_complete(v, c, 5, 0), 0);
 	VE_CHECK_EQ(ve_vctx_error(v), 700);
+	ve_vctx_destroy(v);
+}
+
+/* An op whose submission was refused for a reason of its own is reported
+ * once, by the first caller that takes it; the context goes on. */
+VE_TEST(refused_op_reported_once)
+{
+	struct ve_vctx *v = mk(0, 0);
+	struct rd r = {0};
+	ve_stream s = mkstream(v, 0);
+	ve_tok a = kern(v, s);
+	VE_CHECK(ready(v, &r, a));
+	VE_CHECK_EQ(ve_vctx_complete(v, a, 1 | VE_STATUS_REFUSED, 0), 0);
+	r.n = 0;
+	VE_CHECK_EQ(ve_vctx_error(v), 0);
+	VE_CHECK_EQ(ve_vctx_stream_sync(v, s), 0);
+	VE_CHECK_EQ(ve_vctx_take_refused(v), 1);
+	VE_CHECK_EQ(ve_vctx_take_refused(v), 0);
+	/* The first refusal not yet taken is the one reported. */
+	ve_tok b = kern(v, s);
+	VE_CHECK(ready(v, &r, b));
+	VE_CHECK_EQ(ve_vctx_complete(v, b, 701 | VE_STATUS_REFUSED, 0), 0);
+	r.n = 0;
+	ve_tok c = kern(v, s);
+	VE_CHECK(ready(v, &r, c));
+	VE_CHECK_EQ(ve_vctx_complete(v, c, 400 | VE_STATUS_REFUSED, 0), 0);
+	r.n = 0;
+	VE_CHECK_EQ(ve_vctx_take_refused(v), 701);
+	VE_CHECK_EQ(ve_vctx_take_refused(v), 0);
+	/* A device error stays sticky. */
+	ve_tok d = kern(v, s);
+	VE_CHECK(ready(v, &r, d));
+	VE_CHECK_EQ(ve_vctx_complete(v, d, 700, 0), 0);
+	VE_CHECK_EQ(ve_vctx_stream_sync(v, s), -EIO);
+	VE_CHECK_EQ(ve_vctx_take_refused(v), 0);
 	ve_vctx_destroy(v);
 }
 
