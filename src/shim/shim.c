@@ -1044,8 +1044,17 @@ void ve__resolve_stream(CUstream s, bool ptsz, struct ve_target *t)
 		}
 		t->virt = true;
 		if (per_thread) {
-			ve_vctx_stream_per_thread(ve__shim.v, ve__thread_key(), &t->ls);
-			ptds_release_at_exit();
+			if (ve_vctx_stream_per_thread(ve__shim.v, ve__thread_key(), &t->ls)) {
+				/* No stream left: the legacy stream orders more (every
+				 * blocking stream), never less. */
+				t->ls = VE_STREAM_LEGACY;
+				ve__notice_once(VE_NOTE_PTDS_FULL,
+						"more threads use their per-thread default stream at once "
+						"than Vitamin-E has streams: the others' work runs on the "
+						"legacy default stream (ordered more strictly, slower)");
+			} else {
+				ptds_release_at_exit();
+			}
 		} else
 			t->ls = VE_STREAM_LEGACY;
 		return;

@@ -228,7 +228,7 @@ void ve__capture_restore(bool relaxed, CUstreamCaptureMode *saved);
 void ve__notice_once(int which, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum { VE_NOTE_OTHER_CTX = 0, VE_NOTE_UNKNOWN_STREAM, VE_NOTE_CAPTURE, VE_NOTE_GRAPH,
        VE_NOTE_BATCH, VE_NOTE_ARRAY, VE_NOTE_DEVICE, VE_NOTE_DISABLED, VE_NOTE_GRAPH_COPY,
-       VE_NOTE_EVENTS_FULL, VE_NOTE_MAX };
+       VE_NOTE_EVENTS_FULL, VE_NOTE_PTDS_FULL, VE_NOTE_MAX };
 
 /* Hook tables built by hooks.c (legacy) and hooks_ptsz.c (per-thread). */
 struct ve_hook {

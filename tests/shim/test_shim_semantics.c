@@ -105,7 +105,13 @@ VE_TEST(streams_thread_churn_releases_per_thread_streams)
 	const char *argv[] = {path, "thread_churn", NULL};
 	struct sh_opts o = {.shim = true, .expect_green = true, .policy = "tput",
 			    .env = {"VE_SYNC_SPIN_US=0"}};
-	SH_RUN_OK(argv, &o);
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	int full = sh_count(&r, "than Vitamin-E has streams");
+	if (r.rc != 0 || full)
+		sh_dump(&r);
+	VE_CHECK_EQ(r.rc, 0);
+	VE_CHECK_MSG(full == 0, "threads ran out of per-thread streams");
 }
 
 /* Launches only the whole GPU may run are counted and named at exit (each
