@@ -5,10 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Freed slots queue up behind the others (FIFO): each slot's generation
+ * advances at 1/cap of the op rate, where a stack would reuse one slot for
+ * every op of a serial chain. */
+static void free_push(struct ve__toktab *t, uint32_t s)
+{
+	t->free_next[s] = VE__NIL;
+	if (t->free_tail == VE__NIL)
+		t->free_head = s;
+	else
+		t->free_next[t->free_tail] = s;
+	t->free_tail = s;
+	t->nfree++;
+}
+
 int ve__toktab_init(struct ve__toktab *t, uint32_t cap, uint32_t edge_cap)
 {
 	memset(t, 0, sizeof(*t));
-	if (cap == 0 || cap >= VE__NIL || edge_cap == 0 || edge_cap >= VE__NIL)
+	if (cap == 0 || cap > (1u << VE_TOK_SLOT_BITS) || edge_cap == 0 || edge_cap >= VE__NIL)
 		return -EINVAL;
 	t->cap = cap;
 	t->edge_cap = edge_cap;
@@ -25,12 +39,9 @@ int ve__toktab_init(struct ve__toktab *t, uint32_t cap, uint32_t edge_cap)
 	 * handle (always odd) never matches a free slot. Slot 0 is never used:
 	 * its token would be VE_TOK_NONE's low half only with gen 0, which
 	 * cannot happen, but keeping it out makes dumps easier to read. */
-	t->free_head = VE__NIL;
-	for (uint32_t i = cap; i-- > 1;) {
-		t->free_next[i] = t->free_head;
-		t->free_head = i;
-		t->nfree++;
-	}
+	t->free_head = t->free_tail = VE__NIL;
+	for (uint32_t i = 1; i < cap; i++)
+		free_push(t, i);
 	t->edge_free = VE__NIL;
 	for (uint32_t i = edge_cap; i-- > 0;) {
 		t->edges[i].next = t->edge_free;
@@ -56,6 +67,8 @@ int ve__tok_alloc(struct ve__toktab *t, ve_tok *out)
 	if (s == VE__NIL)
 		return -EAGAIN;
 	t->free_head = t->free_next[s];
+	if (t->free_head == VE__NIL)
+		t->free_tail = VE__NIL;
 	t->nfree--;
 	/* Atomic: ve__tok_live reads it without the lock (ve_vctx_desc). */
 	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELEASE); /* even -> odd: live */
@@ -105,8 +118,6 @@ int ve__tok_complete(struct ve__toktab *t, ve_tok tok, void (*visit)(void *, uin
 	t->deps[s] = VE__NIL;
 	/* odd -> even: every outstanding handle is now satisfied */
 	__atomic_store_n(&t->gen[s], t->gen[s] + 1, __ATOMIC_RELEASE);
-	t->free_next[s] = t->free_head;
-	t->free_head = s;
-	t->nfree++;
+	free_push(t, s);
 	return nready;
 }

@@ -25,17 +25,26 @@
 typedef uint64_t ve_tok;
 #define VE_TOK_NONE ((ve_tok)0) /* the satisfied token of an empty stream */
 
+/* A token is a slot (24 bits: at most 2^24 ops live) and the slot's
+ * generation (40 bits). A slot's generation moves by 2 per op and slots are
+ * reused round-robin, so one repeats only after 2^39 ops per slot: a stale
+ * token (an old event's, an idle stream's tail) never reads as live again
+ * in any run (with 32 bits and reuse of the last freed slot, a job at 100k
+ * serial ops/s came back to a live generation after 6 hours). */
+#define VE_TOK_SLOT_BITS 24
+#define VE_TOK_GEN_MASK	 ((UINT64_C(1) << (64 - VE_TOK_SLOT_BITS)) - 1)
+
 static inline uint32_t ve_tok_slot(ve_tok t)
 {
-	return (uint32_t)t;
+	return (uint32_t)(t & ((UINT64_C(1) << VE_TOK_SLOT_BITS) - 1));
 }
-static inline uint32_t ve_tok_gen(ve_tok t)
+static inline uint64_t ve_tok_gen(ve_tok t)
 {
-	return (uint32_t)(t >> 32);
+	return t >> VE_TOK_SLOT_BITS;
 }
-static inline ve_tok ve_tok_make(uint32_t slot, uint32_t gen)
+static inline ve_tok ve_tok_make(uint32_t slot, uint64_t gen)
 {
-	return ((uint64_t)gen << 32) | slot;
+	return ((gen & VE_TOK_GEN_MASK) << VE_TOK_SLOT_BITS) | slot;
 }
 
 #define VE__NIL UINT32_MAX
@@ -48,11 +57,11 @@ struct ve__edge {
 struct ve__toktab {
 	uint32_t cap;	     /* slots */
 	uint32_t edge_cap;   /* edges */
-	uint32_t *gen;	     /* per slot generation; odd = live, even = free */
+	uint64_t *gen;	     /* per slot generation (VE_TOK_GEN_MASK bits); odd = live, even = free */
 	uint32_t *npend;     /* per slot unsatisfied predecessors */
 	uint32_t *deps;	     /* per slot head of dependents list */
-	uint32_t *free_next; /* free-slot stack links */
-	uint32_t free_head;
+	uint32_t *free_next; /* free-slot queue links: freed at the tail, reused from the head */
+	uint32_t free_head, free_tail;
 	uint32_t nfree;
 	struct ve__edge *edges;
 	uint32_t edge_free;
@@ -69,7 +78,7 @@ static inline bool ve__tok_live(const struct ve__toktab *t, ve_tok tok)
 	/* May run without the owner's lock (a stale token of a recycled slot
 	 * then simply reads as not live): the generation is read atomically. */
 	return tok != VE_TOK_NONE && s < t->cap &&
-	       __atomic_load_n(&t->gen[s], __ATOMIC_ACQUIRE) == ve_tok_gen(tok);
+	       (__atomic_load_n(&t->gen[s], __ATOMIC_ACQUIRE) & VE_TOK_GEN_MASK) == ve_tok_gen(tok);
 }
 
 /* Allocate a slot; -EAGAIN when none is free. */

@@ -121,6 +121,8 @@ struct ve_vctx {
 
 	uint64_t n_submitted, n_completed, n_inline;
 	uint32_t live_ops;
+	_Atomic uint32_t a_live; /* live_ops, readable without the lock (ve_vctx_live_ops) */
+	bool closed;		 /* ve_vctx_close: nothing completes any more, waits end */
 
 	/* scratch for the inline-completion worklist (never allocated on the fast path) */
 	uint32_t *work;
@@ -663,6 +665,7 @@ static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns)
 		release_payload(v, o);
 		o->state = OP_FREE;
 		v->live_ops--;
+		atomic_store_explicit(&v->a_live, v->live_ops, memory_order_relaxed);
 		v->n_completed++;
 		ve__tok_complete(&v->tt, tok, push_work, &c);
 		/* Handle newly ready dependents; inline ones loop here instead of
@@ -759,6 +762,7 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	o->desc.payload = d->payload_len ? dst : NULL;
 	o->cls = (uint8_t)ve_desc_class(&o->desc);
 	v->live_ops++;
+	atomic_store_explicit(&v->a_live, v->live_ops, memory_order_relaxed);
 	v->n_submitted++;
 
 	/* E_stream: the stream's own tail. */
@@ -1341,7 +1345,7 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 				break;
 		}
 	}
-	while (ve__tok_live(&v->tt, t)) {
+	while (ve__tok_live(&v->tt, t) && !v->closed) {
 		if (timed) {
 			/* done_cv uses CLOCK_REALTIME by default; convert. */
 			struct timespec now_m, now_r, abs_r;
@@ -1778,6 +1782,21 @@ int ve_vctx_error(struct ve_vctx *v)
 	return e;
 }
 
+uint32_t ve_vctx_live_ops(struct ve_vctx *v)
+{
+	return atomic_load_explicit(&v->a_live, memory_order_relaxed);
+}
+
+void ve_vctx_close(struct ve_vctx *v, int status)
+{
+	pthread_mutex_lock(&v->lock);
+	v->closed = true;
+	if (!v->error)
+		v->error = status;
+	pthread_cond_broadcast(&v->done_cv);
+	pthread_mutex_unlock(&v->lock);
+}
+
 int ve_vctx_take_refused(struct ve_vctx *v)
 {
 	if (!atomic_load_explicit(&v->refused, memory_order_relaxed))
@@ -1833,9 +1852,9 @@ void ve_vctx_dump(struct ve_vctx *v, FILE *f)
 		if (s->state == OBJ_FREE)
 			continue;
 		bool live = ve__tok_live(&v->tt, s->tail);
-		fprintf(f, "  s%-4u %-12s %s prio=%d tail=%u:%u (%s)%s\n", i,
+		fprintf(f, "  s%-4u %-12s %s prio=%d tail=%u:%llu (%s)%s\n", i,
 			stream_kind_name(s->kind), s->state == OBJ_ZOMBIE ? "destroyed" : "live",
-			s->priority, ve_tok_slot(s->tail), ve_tok_gen(s->tail),
+			s->priority, ve_tok_slot(s->tail), (unsigned long long)ve_tok_gen(s->tail),
 			live ? "pending" : "done", s->in_dirty ? " [legacy must wait]" : "");
 	}
 	fprintf(f, "events:\n");
@@ -1843,8 +1862,9 @@ void ve_vctx_dump(struct ve_vctx *v, FILE *f)
 		struct event *e = &v->events[i];
 		if (e->state != OBJ_LIVE)
 			continue;
-		fprintf(f, "  e%-4u flags=%#x generation=%llu tok=%u:%u (%s)\n", i, e->flags,
-			(unsigned long long)e->generation, ve_tok_slot(e->tok), ve_tok_gen(e->tok),
+		fprintf(f, "  e%-4u flags=%#x generation=%llu tok=%u:%llu (%s)\n", i, e->flags,
+			(unsigned long long)e->generation, ve_tok_slot(e->tok),
+			(unsigned long long)ve_tok_gen(e->tok),
 			!e->generation ? "never recorded"
 			: ve__tok_live(&v->tt, e->tok) ? "pending"
 						       : "done");
@@ -1854,13 +1874,14 @@ void ve_vctx_dump(struct ve_vctx *v, FILE *f)
 		struct op *o = &v->ops[i];
 		if (o->state == OP_FREE)
 			continue;
-		fprintf(f, "  op %u:%u seq=%llu %-12s s%u %-10s waits_on=%u", i, v->tt.gen[i],
+		fprintf(f, "  op %u:%llu seq=%llu %-12s s%u %-10s waits_on=%u", i,
+			(unsigned long long)v->tt.gen[i],
 			(unsigned long long)o->seq, ve_op_kind_name(o->desc.kind), o->stream,
 			op_state_name(o->state), v->tt.npend[i]);
 		for (uint32_t k = 0; k < o->npreds_dump; k++) {
 			ve_tok p = o->preds[k];
 			if (ve__tok_live(&v->tt, p))
-				fprintf(f, " %u:%u", ve_tok_slot(p), ve_tok_gen(p));
+				fprintf(f, " %u:%llu", ve_tok_slot(p), (unsigned long long)ve_tok_gen(p));
 		}
 		if (o->ext_hold)
 			fprintf(f, " [extern: waits for another context]");

@@ -250,6 +250,14 @@ int ve_vctx_complete_many(struct ve_vctx *v, const ve_tok *t, const int *status,
 			  const uint64_t *t_ns, uint32_t n);
 /* Sticky error status of the context (0 if none). */
 int ve_vctx_error(struct ve_vctx *v);
+/* Ops recorded and not yet complete, read without the lock (a thread that
+ * must not block on it: the exit path, a signal handler). */
+uint32_t ve_vctx_live_ops(struct ve_vctx *v);
+/* Nothing will complete any more (the process exits, its dispatcher has
+ * stopped): every wait, now and later, returns -EIO with 'status' as the
+ * context's error (CUDA_ERROR_DEINITIALIZED, as the driver answers while
+ * it is torn down) instead of blocking forever. */
+void ve_vctx_close(struct ve_vctx *v, int status);
 /* The first refused op's status not yet reported (VE_STATUS_REFUSED
  * cleared), and forgets it: 0 if none. Natively the call that enqueued the
  * op would have failed and nothing later would report it; here the call

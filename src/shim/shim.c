@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ve_shim ve__shim;
@@ -208,6 +209,7 @@ static int load_config(struct ve_shim_config *c)
 	c->preload = (uint32_t)v;
 	bad |= env_u64("VE_BOUNCE_KB", 64, 0, 16384, &v);
 	c->bounce_kb = (uint32_t)v;
+	bad |= env_u64("VE_EXIT_DRAIN_MS", 5000, 0, 86400000, &c->exit_drain_ms);
 	static const char *const binds[] = {"grant", "op"};
 	bad |= env_choice("VE_BIND", binds, 2, &c->per_op);
 	bad |= env_u64("VE_TICK_US", 200, 10, 1000000, &v);
@@ -261,6 +263,7 @@ static int load_config(struct ve_shim_config *c)
 /* ------------------------------------------------------------------ init */
 
 static void shim_atexit(void);
+static void shim_forked_child(void);
 
 /* VE_STRICT=1 (read directly: the configuration may be what failed). */
 static bool strict_mode(void)
@@ -446,7 +449,9 @@ static void init_locked(void)
 		go_passthrough("vitamin-e could not start");
 		return;
 	}
+	S->pid = getpid();
 	atexit(shim_atexit);
+	pthread_atfork(NULL, NULL, shim_forked_child);
 	atomic_store_explicit(&S->state, VE_SHIM_ACTIVE, memory_order_release);
 	ve__watchdog_start();
 }
@@ -477,15 +482,45 @@ bool ve__shim_active(void)
 	return atomic_load(&ve__shim.state) == VE_SHIM_ACTIVE;
 }
 
+/* A child forked after the runtime started has none of its threads (the
+ * dispatcher, ved's link): its calls go to the driver, which answers as it
+ * does in a forked child, and its exit leaves the parent's runtime alone. */
+static void shim_forked_child(void)
+{
+	if (atomic_load(&ve__shim.state) == VE_SHIM_ACTIVE)
+		atomic_store(&ve__shim.state, VE_SHIM_PASSTHROUGH);
+}
+
 static void shim_atexit(void)
 {
 	struct ve_shim *S = &ve__shim;
-	if (atomic_load(&S->state) != VE_SHIM_ACTIVE)
+	if (atomic_load(&S->state) != VE_SHIM_ACTIVE || getpid() != S->pid)
 		return;
-	/* Let logical work finish, as the driver would at exit, then stop. */
-	ve_vctx_ctx_sync(S->v);
+	/* Queued logical work may finish, for VE_EXIT_DRAIN_MS at most: natively
+	 * the driver drops what a process leaves queued when it exits, and a
+	 * wait that never ends (a stream waiting for a value nobody writes, a
+	 * collective whose peer died) must not hold the exit. Polled without the
+	 * vctx's lock: exit() may run in a signal handler that interrupted a
+	 * thread inside a vctx wait. */
+	uint64_t end = ve__now_ns() + S->cfg.exit_drain_ms * 1000000ull;
+	while (ve_vctx_live_ops(S->v) && ve__now_ns() < end) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	uint32_t left = ve_vctx_live_ops(S->v);
 	atomic_store(&S->state, VE_SHIM_PASSTHROUGH);
+	if (left) {
+		/* The dispatcher may be held by them: no teardown, the process's
+		 * end stops every thread (ved sees the hang-up and reclaims). */
+		VE_WARN("exit: %u operations still queued after %llu ms (VE_EXIT_DRAIN_MS) are "
+			"dropped, as the driver drops a process's queued work at exit",
+			left, (unsigned long long)S->cfg.exit_drain_ms);
+		return;
+	}
 	ve_runtime_stop(S->rt);
+	/* A thread that queued work after the drain (exit raced with it)
+	 * would wait for good: nothing completes any more. */
+	ve_vctx_close(S->v, CUDA_ERROR_DEINITIALIZED);
 	struct ve_runtime_stats rs;
 	ve_runtime_stats(S->rt, &rs);
 	VE_INFO("exit: %llu ops submitted (%llu bound by %s, %llu copies, %llu host functions), "
@@ -771,8 +806,8 @@ void ve__emap_end_capture(uint32_t group)
 
 /* Per-function parameter layouts from cuFuncGetParamInfo (or
  * cuKernelGetParamInfo for a CUkernel passed as a CUfunction), cached. */
-#define PCACHE_CAP 4096u
-#define PMAX	   VE_DESC_MAX_PARAMS
+#define PCACHE_CAP0 4096u
+#define PMAX	    VE_DESC_MAX_PARAMS
 
 /* Filled once, then published by a release store of key: lookups read
  * without the lock (every launch does one, on any thread); misses insert
@@ -787,8 +822,75 @@ struct pslot {
 };
 #define PKEY_GONE ((uintptr_t)1)
 
-static struct pslot pcache[PCACHE_CAP];
+/* Open addressing, at most half full: a process that launches more distinct
+ * functions (Triton and torch.compile make thousands, and never unload them)
+ * gets a table twice as large, its live entries copied over. Earlier tables
+ * stay allocated, since a lookup may still be reading one: their sizes
+ * double, so together they are smaller than the current one. */
+struct ptab {
+	uint32_t cap;  /* a power of two */
+	uint32_t used; /* slots holding a key or a tombstone (under pcache_lock) */
+	struct pslot slot[];
+};
+
+static _Atomic(struct ptab *) pcache;
 static pthread_mutex_t pcache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct ptab *ptab_new(uint32_t cap)
+{
+	struct ptab *t = calloc(1, sizeof(*t) + (size_t)cap * sizeof(struct pslot));
+	if (t)
+		t->cap = cap;
+	return t;
+}
+
+/* The slot of key k in t, or where it would go (the first tombstone or the
+ * empty slot that ends its chain); NULL if t is full of other keys. */
+static struct pslot *ptab_find(struct ptab *t, uintptr_t k, bool *found)
+{
+	struct pslot *free_slot = NULL;
+	uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (t->cap - 1);
+	*found = false;
+	for (uint32_t i = 0; i < t->cap; i++, h = (h + 1) & (t->cap - 1)) {
+		struct pslot *s = &t->slot[h];
+		uintptr_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (key == k) {
+			*found = true;
+			return s;
+		}
+		if (key == PKEY_GONE && !free_slot)
+			free_slot = s;
+		if (!key)
+			return free_slot ? free_slot : s;
+	}
+	return free_slot;
+}
+
+/* Under pcache_lock: a table with room for one more entry. */
+static struct ptab *ptab_room(void)
+{
+	struct ptab *t = atomic_load_explicit(&pcache, memory_order_relaxed);
+	if (t && t->used + 1 <= t->cap / 2)
+		return t;
+	struct ptab *n = ptab_new(t ? 2 * t->cap : PCACHE_CAP0);
+	if (!n)
+		return t && t->used < t->cap ? t : NULL;
+	for (uint32_t i = 0; t && i < t->cap; i++) {
+		uintptr_t key = atomic_load_explicit(&t->slot[i].key, memory_order_relaxed);
+		if (key <= PKEY_GONE)
+			continue; /* a tombstone's pairs stay with the old table */
+		bool found;
+		struct pslot *d = ptab_find(n, key, &found);
+		d->nparams = t->slot[i].nparams;
+		d->total = t->slot[i].total;
+		d->max_threads = t->slot[i].max_threads;
+		d->pairs = t->slot[i].pairs;
+		atomic_store_explicit(&d->key, key, memory_order_relaxed);
+		n->used++;
+	}
+	atomic_store_explicit(&pcache, n, memory_order_release);
+	return n;
+}
 
 static int query_layout(CUfunction f, uint32_t *pairs, uint32_t *n, uint32_t *total)
 {
@@ -924,41 +1026,29 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 	uintptr_t k = (uintptr_t)f;
 	if (k <= PKEY_GONE)
 		return -EINVAL;
-	uint32_t h0 = (uint32_t)ve__mix64((uint64_t)k) & (PCACHE_CAP - 1);
 	/* Lock-free hit: a slot, once used, is never empty again, so a probe
 	 * that reaches an empty slot has seen every published key before it. */
-	uint32_t h = h0;
-	for (uint32_t i = 0; i < PCACHE_CAP; i++, h = (h + 1) & (PCACHE_CAP - 1)) {
-		uintptr_t key = atomic_load_explicit(&pcache[h].key, memory_order_acquire);
-		if (key == k) {
-			layout_out(&pcache[h], out);
-			return 0;
+	struct ptab *t = atomic_load_explicit(&pcache, memory_order_acquire);
+	if (t) {
+		uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (t->cap - 1);
+		for (uint32_t i = 0; i < t->cap; i++, h = (h + 1) & (t->cap - 1)) {
+			uintptr_t key = atomic_load_explicit(&t->slot[h].key, memory_order_acquire);
+			if (key == k) {
+				layout_out(&t->slot[h], out);
+				return 0;
+			}
+			if (!key)
+				break;
 		}
-		if (!key)
-			break;
 	}
 	pthread_mutex_lock(&pcache_lock);
-	struct pslot *free_slot = NULL;
-	h = h0;
-	for (uint32_t i = 0; i < PCACHE_CAP; i++, h = (h + 1) & (PCACHE_CAP - 1)) {
-		struct pslot *s = &pcache[h];
-		uintptr_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
-		if (key == k) { /* inserted by another thread meanwhile */
-			layout_out(s, out);
-			pthread_mutex_unlock(&pcache_lock);
-			return 0;
-		}
-		if (key == PKEY_GONE && !free_slot)
-			free_slot = s;
-		if (!key) {
-			if (!free_slot)
-				free_slot = s;
-			break;
-		}
-	}
-	if (!free_slot) {
+	bool found = false;
+	t = atomic_load_explicit(&pcache, memory_order_relaxed);
+	struct pslot *slot = t ? ptab_find(t, k, &found) : NULL;
+	if (found) { /* inserted by another thread meanwhile */
+		layout_out(slot, out);
 		pthread_mutex_unlock(&pcache_lock);
-		return -ENOSPC;
+		return 0;
 	}
 	/* Miss: ask the driver once (off the fast path: first launch only). */
 	uint32_t *pairs = malloc(2 * PMAX * sizeof(*pairs));
@@ -983,13 +1073,27 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 	    mt < 0)
 		mt = 0;
 	preload_function(f);
-	free(free_slot->pairs); /* a tombstone's: its function's module is gone */
-	free_slot->nparams = n;
-	free_slot->total = total;
-	free_slot->max_threads = (uint32_t)mt;
-	free_slot->pairs = pairs;
-	atomic_store_explicit(&free_slot->key, k, memory_order_release);
-	layout_out(free_slot, out);
+	struct pslot tmp = {.nparams = n, .total = total, .max_threads = (uint32_t)mt, .pairs = pairs};
+	layout_out(&tmp, out);
+	t = ptab_room();
+	slot = t ? ptab_find(t, k, &found) : NULL;
+	if (!slot) { /* no memory for a larger table: this launch goes uncached */
+		pthread_mutex_unlock(&pcache_lock);
+		static _Atomic int warned;
+		if (!atomic_exchange(&warned, 1))
+			VE_WARN("the parameter layout cache cannot grow: layouts are asked for "
+				"at each launch (slower)");
+		return 0; /* pairs leak: out points at them */
+	}
+	if (atomic_load_explicit(&slot->key, memory_order_relaxed) == PKEY_GONE)
+		free(slot->pairs); /* a tombstone's: its function's module is gone */
+	else
+		t->used++;
+	slot->nparams = n;
+	slot->total = total;
+	slot->max_threads = (uint32_t)mt;
+	slot->pairs = pairs;
+	atomic_store_explicit(&slot->key, k, memory_order_release);
 	pthread_mutex_unlock(&pcache_lock);
 	return 0;
 }
@@ -997,8 +1101,9 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 void ve__forget_functions(CUmodule mod)
 {
 	pthread_mutex_lock(&pcache_lock);
-	for (uint32_t h = 0; h < PCACHE_CAP; h++) {
-		struct pslot *s = &pcache[h];
+	struct ptab *t = atomic_load_explicit(&pcache, memory_order_relaxed);
+	for (uint32_t h = 0; t && h < t->cap; h++) {
+		struct pslot *s = &t->slot[h];
 		uintptr_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
 		if (key <= PKEY_GONE)
 			continue;

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Step-time histogram (VE_TPOT_MS): microseconds in ve__log8_bucket's
  * buckets (util.h) up to 2^37 us (about 38 hours); longer steps land in
@@ -59,6 +60,7 @@ struct ve_shim_config {
 	uint32_t strict;      /* VE_STRICT=1: any fallback at start is fatal */
 	uint32_t preload;     /* VE_PRELOAD: load a kernel on the launching thread (lazy loading) */
 	uint32_t bounce_kb;   /* VE_BOUNCE_KB: small copies into pageable memory bounce (bounce.c) */
+	uint64_t exit_drain_ms; /* VE_EXIT_DRAIN_MS: how long exit lets queued work finish */
 };
 
 /* VE_GRAPHS: where graph launches run (src/shim/graph.c). */
@@ -72,6 +74,7 @@ enum ve_graphs_mode {
 
 struct ve_shim {
 	_Atomic int state;
+	pid_t pid; /* the process that started the runtime: a forked child is not it */
 	struct ve_shim_config cfg;
 	CUdevice dev;
 	CUcontext ctx; /* the virtualized (primary) context */

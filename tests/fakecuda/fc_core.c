@@ -80,7 +80,17 @@ CUresult fakecuda__enter(const char *fn, _Atomic int *slot, int need_init)
 		return CUDA_ERROR_NOT_PERMITTED;
 	if (need_init && !__atomic_load_n(&g_fc.initialized, __ATOMIC_ACQUIRE))
 		return CUDA_ERROR_NOT_INITIALIZED;
+	/* CUDA does not survive fork(): a child's calls fail ("initialization
+	 * error"); it has none of the parent's stream workers anyway. */
+	if (need_init && atomic_load_explicit(&g_fc.forked, memory_order_relaxed))
+		return CUDA_ERROR_NOT_INITIALIZED;
 	return CUDA_SUCCESS;
+}
+
+static void fc_forked_child(void)
+{
+	if (__atomic_load_n(&g_fc.initialized, __ATOMIC_ACQUIRE))
+		atomic_store(&g_fc.forked, 1);
 }
 
 static const char *strip_variant(const char *name, size_t *len)
@@ -471,6 +481,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
 			return CUDA_ERROR_NO_DEVICE;
 		}
 		g_fc.ndev = (int)ndev;
+		pthread_atfork(NULL, NULL, fc_forked_child);
 		g_fc.trace = env_long("FAKECUDA_TRACE", 0) != 0;
 		g_fc.fail_alloc_at = env_long("FAKECUDA_FAIL_ALLOC_AT", 0);
 		g_fc.fail_launch_at = env_long("FAKECUDA_FAIL_LAUNCH_AT", 0);
@@ -1205,6 +1216,8 @@ CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPr
  */
 __attribute__((destructor)) static void fc_fini(void)
 {
+	if (atomic_load(&g_fc.forked))
+		return; /* the workers and everything registered are the parent's */
 	atomic_store(&g_fc.shutdown, 1);
 	fakecuda__streams_shutdown();
 	fakecuda__graph_teardown();

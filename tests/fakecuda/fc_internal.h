@@ -329,6 +329,7 @@ struct fc_desc {
 struct fc_global {
 	pthread_mutex_t mu; /* init, devices' primary state, ctx list, kernel registry */
 	int initialized;
+	_Atomic int forked; /* this is a child forked after cuInit: nothing works (as CUDA) */
 	int ndev;
 	struct fc_device dev[FC_MAX_DEVICES];
 	struct fc_ctx *ctxs;

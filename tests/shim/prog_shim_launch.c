@@ -823,6 +823,36 @@ static void t_refused_once(void)
 	CK(cuMemFreeHost(pr));
 }
 
+/* A process that launches more distinct functions than the shim first caches layouts
+ * for (a JIT such as Triton loads a module per kernel and never unloads it): every
+ * launch still runs. */
+static void t_many_functions(void)
+{
+	enum { NFUNC = 5000 };
+	CUdeviceptr p = dalloc(4);
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	int bad = 0;
+	for (int i = 0; i < NFUNC; i++) {
+		CUmodule m;
+		CUfunction f;
+		CK(cuModuleLoadData(&m, "image"));
+		CK(cuModuleGetFunction(&f, m, "add"));
+		uint32_t n = 1, a = 1;
+		void *args[] = {&p, &n, &a};
+		bad += cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL) != CUDA_SUCCESS;
+		if (i % 1024 == 1023) {
+			CK(cuStreamSynchronize(s));
+			scan_launch_log(); /* the fake's log holds 4096 */
+		}
+	}
+	CK(cuStreamSynchronize(s));
+	CHECKF(bad == 0, "%d of %d launches refused", bad, NFUNC);
+	CHECKF(read_u32(p) == NFUNC, "%u of %d ran", read_u32(p), NFUNC);
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(p));
+}
+
 static const struct prog_test tests[] = {
     {"params", t_params},
     {"launch_ex", t_launch_ex},
@@ -835,6 +865,7 @@ static const struct prog_test tests[] = {
     {"capture_busy", t_capture_busy},
     {"function_limits", t_function_limits},
     {"refused_once", t_refused_once},
+    {"many_functions", t_many_functions},
 };
 
 int main(int argc, char **argv)

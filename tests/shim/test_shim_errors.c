@@ -10,7 +10,9 @@
  *     'extra' buffers, cluster shapes, cooperative grids too large) are
  *     refused by the call under the shim too, leaving nothing sticky
  *     (prog_shim_launch "launch_errors" and "config_errors");
- *   - invalid contexts of peer copies (prog_shim_memory "2d_3d_peer").
+ *   - invalid contexts of peer copies (prog_shim_memory "2d_3d_peer");
+ *   - the end of a process (prog_shim_exit): work that never finishes does not
+ *     hold the exit, and a forked child neither hangs nor disturbs its parent.
  * Every run is bounded: a lost error must fail the run, not hang it.
  */
 #include "../harness.h"
@@ -80,5 +82,45 @@ VE_TEST(call_errors)
 				    .seed = 17};
 		SH_RUN_OK(argv, &o);
 		SH_RUN_OK(margv, &o);
+	}
+}
+
+/* A process that returns from main with a wait nobody will satisfy queued
+ * exits: natively at once, under the shim after VE_EXIT_DRAIN_MS, saying how
+ * many operations it dropped. */
+VE_TEST(exit_drops_work_that_never_finishes)
+{
+	SH_PROG(path, "prog_shim_exit");
+	const char *argv[] = {path, "wait_forever", NULL};
+	for (int shim = 0; shim < 2; shim++) {
+		struct sh_opts o = {.shim = shim, .expect_green = shim, .policy = shim ? "tput" : NULL,
+				    .seed = 3, .timeout_s = 30, .env = {"VE_EXIT_DRAIN_MS=300"}};
+		static struct sh_result r;
+		sh_run(argv, &o, &r);
+		int dropped = sh_count(&r, "2 operations still queued after 300 ms");
+		if (r.rc != 0 || (shim && dropped != 1))
+			sh_dump(&r);
+		VE_CHECK_EQ(r.rc, 0);
+		VE_CHECK(!shim || dropped == 1);
+	}
+}
+
+/* fork() after CUDA work (a data-loading worker forked with the default start
+ * method): the child's CUDA call fails instead of hanging, its exit() leaves
+ * the parent's runtime alone, and the parent goes on. */
+VE_TEST(forked_child_neither_hangs_nor_disturbs_its_parent)
+{
+	SH_PROG(path, "prog_shim_exit");
+	const char *argv[] = {path, "fork", NULL};
+	for (int shim = 0; shim < 2; shim++) {
+		struct sh_opts o = {.shim = shim, .expect_green = shim, .policy = shim ? "tput" : NULL,
+				    .seed = 4, .timeout_s = 30};
+		static struct sh_result r;
+		sh_run(argv, &o, &r);
+		int ok = sh_count(&r, "exit: fork ok");
+		if (r.rc != 0 || ok != 1)
+			sh_dump(&r);
+		VE_CHECK_EQ(r.rc, 0);
+		VE_CHECK_EQ(ok, 1);
 	}
 }

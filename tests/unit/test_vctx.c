@@ -666,6 +666,46 @@ VE_TEST(x_per_thread_streams_released_at_thread_exit)
 	ve_vctx_destroy(v);
 }
 
+/* A serial chain (each op freed before the next is made) uses every slot in
+ * turn, not the one freed last, and generations past 32 bits survive in a
+ * token: a stale token (an old event's) comes back to a live generation of
+ * its slot only after 2^39 ops per slot. With a stack of free slots and 32
+ * bits, a job at 100k serial ops/s got there in 6 hours. */
+VE_TEST(tokens_spread_over_slots_and_do_not_wrap)
+{
+	struct ve__toktab t;
+	VE_CHECK_EQ(ve__toktab_init(&t, 8, 16), 0);
+	ve_tok first, prev;
+	VE_CHECK_EQ(ve__tok_alloc(&t, &first), 0);
+	VE_CHECK_EQ(ve__tok_complete(&t, first, NULL, NULL), 0);
+	prev = first;
+	for (int i = 1; i < 7; i++) { /* 7 usable slots: all different */
+		ve_tok k;
+		VE_CHECK_EQ(ve__tok_alloc(&t, &k), 0);
+		VE_CHECK_MSG(ve_tok_slot(k) != ve_tok_slot(first) && ve_tok_slot(k) != ve_tok_slot(prev),
+			     "op %d reused slot %u", i, ve_tok_slot(k));
+		VE_CHECK_EQ(ve__tok_complete(&t, k, NULL, NULL), 0);
+		prev = k;
+	}
+	uint64_t g = (UINT64_C(1) << 35) + 1;
+	VE_CHECK_EQ(ve_tok_gen(ve_tok_make(5, g)), g);
+	VE_CHECK_EQ(ve_tok_slot(ve_tok_make(5, g)), 5u);
+	/* 2^31 ops later, the slot's live generation equals the stale token's
+	 * modulo 2^32: it must still not read as live. */
+	uint32_t s = ve_tok_slot(first);
+	t.gen[s] = ve_tok_gen(first) + (UINT64_C(1) << 32) - 1; /* free */
+	bool seen = false;
+	for (int i = 0; i < 8; i++) {
+		ve_tok k;
+		VE_CHECK_EQ(ve__tok_alloc(&t, &k), 0);
+		seen |= ve_tok_slot(k) == s;
+		VE_CHECK(!ve__tok_live(&t, first));
+		VE_CHECK_EQ(ve__tok_complete(&t, k, NULL, NULL), 0);
+	}
+	VE_CHECK(seen);
+	ve__toktab_fini(&t);
+}
+
 /* ------------------------------------------------------------------ errors */
 
 VE_TEST(sticky_error)
@@ -734,6 +774,26 @@ VE_TEST(refused_op_reported_once)
 	VE_CHECK_EQ(ve_vctx_complete(v, d, 700, 0), 0);
 	VE_CHECK_EQ(ve_vctx_stream_sync(v, s), -EIO);
 	VE_CHECK_EQ(ve_vctx_take_refused(v), 0);
+	ve_vctx_destroy(v);
+}
+
+/* Once the context is closed (the process exits, nothing will complete),
+ * a thread waiting for work returns with the error instead of blocking for
+ * good, and so does every later wait. */
+VE_TEST(close_ends_every_wait)
+{
+	struct ve_vctx *v = mk(0, 0);
+	ve_stream s = mkstream(v, 0);
+	ve_tok a = kern(v, s);
+	struct waiter w;
+	waiter_start(&w, v, W_STREAM, s);
+	still_blocked(&w);
+	VE_CHECK_EQ(ve_vctx_live_ops(v), 1u);
+	ve_vctx_close(v, 4);
+	VE_CHECK_EQ(waiter_join(&w), -EIO);
+	VE_CHECK_EQ(ve_vctx_stream_sync(v, s), -EIO);
+	VE_CHECK_EQ(ve_vctx_error(v), 4);
+	(void)a;
 	ve_vctx_destroy(v);
 }
 
@@ -1130,11 +1190,12 @@ VE_TEST(dump_shows_pending_ops_and_predecessors)
 	VE_CHECK(f);
 	ve_vctx_dump(v, f);
 	fclose(f);
-	char want_a[64], want_b[96];
-	snprintf(want_a, sizeof(want_a), "op %u:%u", ve_tok_slot(a), ve_tok_gen(a));
-	snprintf(want_b, sizeof(want_b), "op %u:%u", ve_tok_slot(b), ve_tok_gen(b));
-	char pred[32];
-	snprintf(pred, sizeof(pred), "waits_on=1 %u:%u", ve_tok_slot(a), ve_tok_gen(a));
+	char want_a[64], want_b[64];
+	snprintf(want_a, sizeof(want_a), "op %u:%llu", ve_tok_slot(a), (unsigned long long)ve_tok_gen(a));
+	snprintf(want_b, sizeof(want_b), "op %u:%llu", ve_tok_slot(b), (unsigned long long)ve_tok_gen(b));
+	char pred[96];
+	snprintf(pred, sizeof(pred), "waits_on=1 %u:%llu", ve_tok_slot(a),
+		 (unsigned long long)ve_tok_gen(a));
 	bool ok = strstr(buf, want_a) && strstr(buf, want_b) && strstr(buf, pred) &&
 		  strstr(buf, "ready") && strstr(buf, "pending") && strstr(buf, "event_record") &&
 		  strstr(buf, "blocking");
