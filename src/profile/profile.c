@@ -9,6 +9,7 @@
 
 struct prof_entry {
 	uint64_t key; /* 0 = empty */
+	uint64_t seen; /* the store's clock at its last set or observation */
 	float t[VE_PROF_MAX_SIZES];
 	uint32_t n[VE_PROF_MAX_SIZES]; /* samples folded in; 0 = unknown */
 };
@@ -18,6 +19,8 @@ struct ve_profile {
 	uint32_t sizes[VE_PROF_MAX_SIZES]; /* ascending */
 	uint32_t sm_count;
 	uint32_t cap, nkeys; /* cap power of two */
+	uint64_t clock;	     /* counts sets and observations (recency for eviction) */
+	uint64_t evicted;    /* keys dropped to make room */
 	struct prof_entry *tab;
 };
 
@@ -100,13 +103,53 @@ static const struct prof_entry *find(const struct ve_profile *p, uint64_t key)
 	return NULL;
 }
 
+static int by_seen_desc(const void *a, const void *b)
+{
+	uint64_t x = ((const struct prof_entry *)a)->seen, y = ((const struct prof_entry *)b)->seen;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void insert_entry(struct ve_profile *p, const struct prof_entry *src)
+{
+	uint32_t h = (uint32_t)ve__mix64(src->key) & (p->cap - 1);
+	while (p->tab[h].key)
+		h = (h + 1) & (p->cap - 1);
+	p->tab[h] = *src;
+	p->nkeys++;
+}
+
+/* Full: the half of the keys observed longest ago go. Keys are exact shapes
+ * (grids, copy sizes, graph instantiations), so a server that sees every
+ * prompt length, or a job that recompiles per shape, makes new keys all its
+ * life; refusing them once full left every later shape on the default model.
+ * One sort per cap/4 new keys: amortized, off the hot path. */
+static int evict_oldest_half(struct ve_profile *p)
+{
+	struct prof_entry *all = malloc((size_t)p->nkeys * sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < p->cap; i++)
+		if (p->tab[i].key)
+			all[n++] = p->tab[i];
+	qsort(all, n, sizeof(*all), by_seen_desc);
+	memset(p->tab, 0, (size_t)p->cap * sizeof(*p->tab));
+	p->nkeys = 0;
+	uint32_t keep = n / 2;
+	for (uint32_t i = 0; i < keep; i++)
+		insert_entry(p, &all[i]);
+	p->evicted += n - keep;
+	free(all);
+	return 0;
+}
+
 static struct prof_entry *find_or_add(struct ve_profile *p, uint64_t key)
 {
 	struct prof_entry *e = (struct prof_entry *)find(p, key);
 	if (e || !key)
 		return e;
 	/* Keep the table at most half full so probes stay short. */
-	if (2 * (p->nkeys + 1) > p->cap)
+	if (2 * (p->nkeys + 1) > p->cap && (p->nkeys < 2 || evict_oldest_half(p)))
 		return NULL;
 	uint32_t h = (uint32_t)ve__mix64(key) & (p->cap - 1);
 	while (p->tab[h].key)
@@ -180,6 +223,7 @@ int ve_profile_set(struct ve_profile *p, uint64_t key, uint32_t m, double ns)
 	e->t[i] = (float)ns;
 	if (!e->n[i])
 		e->n[i] = 1;
+	e->seen = ++p->clock;
 	return 0;
 }
 
@@ -197,7 +241,13 @@ int ve_profile_observe(struct ve_profile *p, uint64_t key, uint32_t m, double ns
 		e->t[i] = (float)((1.0 - VE_PROF_EWMA) * e->t[i] + VE_PROF_EWMA * ns);
 	if (e->n[i] < UINT32_MAX)
 		e->n[i]++;
+	e->seen = ++p->clock;
 	return 0;
+}
+
+uint64_t ve_profile_evicted(const struct ve_profile *p)
+{
+	return p->evicted;
 }
 
 int ve_profile_write(const struct ve_profile *p, FILE *f, const char *gpu_name)

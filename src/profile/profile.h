@@ -60,5 +60,9 @@ int ve_profile_save(const struct ve_profile *p, const char *path, const char *gp
 /* The same text to an open stream (ved sends it to a client that asked). */
 int ve_profile_write(const struct ve_profile *p, FILE *f, const char *gpu_name);
 uint32_t ve_profile_nkeys(const struct ve_profile *p);
+/* Keys dropped so far to make room for new ones: when the store is full,
+ * the half observed longest ago goes (a key is an exact shape, and a
+ * long-running job keeps making new ones). */
+uint64_t ve_profile_evicted(const struct ve_profile *p);
 
 #endif

@@ -3342,3 +3342,29 @@ VE_TEST(external_policy_so_loads_and_wrong_abi_is_refused)
 	VE_CHECK_EQ(ve_policy_resolve("nosuch", &ops, &args, &h, err, sizeof(err)), -ENOENT);
 	VE_CHECK(strstr(err, "tput, tpot, fixed, whole, chaos"));
 }
+
+/* A store full of exact shapes makes room for new ones by dropping the keys
+ * observed longest ago (a server sees every prompt length over its life):
+ * a new key is learned, and a key observed all along survives. */
+VE_TEST(profile_store_full_drops_the_oldest_keys)
+{
+	static const uint32_t psizes[] = {8, 16, 132};
+	struct ve_profile *pr = NULL;
+	VE_CHECK_EQ(ve_profile_create(psizes, 3, 64, 132, &pr), 0);
+	uint32_t n0 = 0;
+	for (uint64_t k = 1; k <= 2000; k++) {
+		VE_CHECK_EQ(ve_profile_observe(pr, 1000000 + k, 16, 5000.0), 0);
+		VE_CHECK_EQ(ve_profile_observe(pr, 7, 16, 1234.0), 0); /* hot all along */
+		if (k == 1)
+			n0 = ve_profile_nkeys(pr);
+	}
+	VE_CHECK_EQ(n0, 2u);
+	VE_CHECK(ve_profile_evicted(pr) > 0);
+	VE_CHECK(ve_profile_nkeys(pr) <= 64);
+	double ns = 0;
+	VE_CHECK_EQ(ve_profile_lookup(pr, 7, 16, &ns), 0);
+	VE_CHECK(ns > 1233.9 && ns < 1234.1);
+	VE_CHECK_EQ(ve_profile_lookup(pr, 1002000, 16, &ns), 0); /* the newest */
+	VE_CHECK(ve_profile_lookup(pr, 1000001, 16, &ns) != 0);	/* the oldest went */
+	ve_profile_destroy(pr);
+}
