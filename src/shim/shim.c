@@ -809,27 +809,37 @@ void ve__emap_end_capture(uint32_t group)
 #define PCACHE_CAP0 4096u
 #define PMAX	    VE_DESC_MAX_PARAMS
 
-/* Filled once, then published by a release store of key: lookups read
- * without the lock (every launch does one, on any thread); misses insert
- * under pcache_lock. A function whose module is unloaded leaves a tombstone
- * (PKEY_GONE), which lookups pass over and inserts reuse: the CUfunction's
- * address may come back as another module's function, with another layout. */
-struct pslot {
-	_Atomic uintptr_t key;
+/* A function's layout, immutable once published and never freed: a lookup
+ * on another thread may hold it while its slot is reused (its function's
+ * module unloaded, or forgotten by an unload of some library). */
+struct playout {
 	uint32_t nparams, total;
 	uint32_t max_threads; /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0 unknown */
-	uint32_t *pairs;
+	uint32_t pairs[];     /* nparams (offset, size) pairs */
+};
+
+/* A slot is published by a release store of key after its layout; lookups
+ * read without the lock (every launch does one, on any thread) and check
+ * the key again after taking the layout, so a slot reused meanwhile is seen.
+ * Misses insert under pcache_lock. A function whose module is unloaded
+ * leaves a tombstone (PKEY_GONE), which lookups pass over and inserts reuse:
+ * the CUfunction's address may come back as another module's function. */
+struct pslot {
+	_Atomic uintptr_t key;
+	_Atomic(const struct playout *) lay;
 };
 #define PKEY_GONE ((uintptr_t)1)
 
-/* Open addressing, at most half full: a process that launches more distinct
- * functions (Triton and torch.compile make thousands, and never unload them)
- * gets a table twice as large, its live entries copied over. Earlier tables
- * stay allocated, since a lookup may still be reading one: their sizes
- * double, so together they are smaller than the current one. */
+/* Open addressing, at most half full counting tombstones: a process that
+ * launches more distinct functions (Triton and torch.compile make
+ * thousands, and never unload them) gets a table twice as large, one that
+ * loads and unloads modules a table as large without the tombstones; the
+ * live entries are copied over. Earlier tables stay allocated, since a
+ * lookup may still be reading one. */
 struct ptab {
 	uint32_t cap;  /* a power of two */
 	uint32_t used; /* slots holding a key or a tombstone (under pcache_lock) */
+	uint32_t live; /* slots holding a key */
 	struct pslot slot[];
 };
 
@@ -872,23 +882,23 @@ static struct ptab *ptab_room(void)
 	struct ptab *t = atomic_load_explicit(&pcache, memory_order_relaxed);
 	if (t && t->used + 1 <= t->cap / 2)
 		return t;
-	struct ptab *n = ptab_new(t ? 2 * t->cap : PCACHE_CAP0);
+	uint32_t cap = !t ? PCACHE_CAP0 : t->live + 1 <= t->cap / 4 ? t->cap : 2 * t->cap;
+	struct ptab *n = ptab_new(cap);
 	if (!n)
 		return t && t->used < t->cap ? t : NULL;
 	for (uint32_t i = 0; t && i < t->cap; i++) {
 		uintptr_t key = atomic_load_explicit(&t->slot[i].key, memory_order_relaxed);
 		if (key <= PKEY_GONE)
-			continue; /* a tombstone's pairs stay with the old table */
+			continue;
 		bool found;
 		struct pslot *d = ptab_find(n, key, &found);
-		d->nparams = t->slot[i].nparams;
-		d->total = t->slot[i].total;
-		d->max_threads = t->slot[i].max_threads;
-		d->pairs = t->slot[i].pairs;
+		atomic_store_explicit(&d->lay, atomic_load_explicit(&t->slot[i].lay, memory_order_relaxed),
+				      memory_order_relaxed);
 		atomic_store_explicit(&d->key, key, memory_order_relaxed);
 		n->used++;
+		n->live++;
 	}
-	atomic_store_explicit(&pcache, n, memory_order_release);
+	atomic_store_explicit(&pcache, n, memory_order_release); /* publishes the copies */
 	return n;
 }
 
@@ -1013,12 +1023,12 @@ CUresult ve__check_launch_config(CUfunction f, const uint32_t grid[3], const uin
 	return CUDA_SUCCESS;
 }
 
-static void layout_out(const struct pslot *s, struct ve_param_layout *out)
+static void layout_out(const struct playout *l, struct ve_param_layout *out)
 {
-	out->nparams = s->nparams;
-	out->total = s->total;
-	out->max_threads = s->max_threads;
-	out->pairs = s->pairs;
+	out->nparams = l->nparams;
+	out->total = l->total;
+	out->max_threads = l->max_threads;
+	out->pairs = l->pairs;
 }
 
 int ve__param_layout(CUfunction f, struct ve_param_layout *out)
@@ -1032,9 +1042,16 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 	if (t) {
 		uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (t->cap - 1);
 		for (uint32_t i = 0; i < t->cap; i++, h = (h + 1) & (t->cap - 1)) {
-			uintptr_t key = atomic_load_explicit(&t->slot[h].key, memory_order_acquire);
+			struct pslot *s = &t->slot[h];
+			uintptr_t key = atomic_load_explicit(&s->key, memory_order_acquire);
 			if (key == k) {
-				layout_out(&t->slot[h], out);
+				const struct playout *l =
+				    atomic_load_explicit(&s->lay, memory_order_acquire);
+				/* Still this function's slot once its layout is in hand
+				 * (else reused meanwhile: ask under the lock). */
+				if (atomic_load_explicit(&s->key, memory_order_acquire) != k)
+					break;
+				layout_out(l, out);
 				return 0;
 			}
 			if (!key)
@@ -1046,35 +1063,32 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 	t = atomic_load_explicit(&pcache, memory_order_relaxed);
 	struct pslot *slot = t ? ptab_find(t, k, &found) : NULL;
 	if (found) { /* inserted by another thread meanwhile */
-		layout_out(slot, out);
+		layout_out(atomic_load_explicit(&slot->lay, memory_order_relaxed), out);
 		pthread_mutex_unlock(&pcache_lock);
 		return 0;
 	}
 	/* Miss: ask the driver once (off the fast path: first launch only). */
-	uint32_t *pairs = malloc(2 * PMAX * sizeof(*pairs));
+	struct playout *l = malloc(sizeof(*l) + 2 * PMAX * sizeof(uint32_t));
 	uint32_t n, total;
-	int rc = pairs ? query_layout(f, pairs, &n, &total) : -ENOMEM;
+	int rc = l ? query_layout(f, l->pairs, &n, &total) : -ENOMEM;
 	if (rc) {
-		free(pairs);
+		free(l);
 		pthread_mutex_unlock(&pcache_lock);
 		return rc;
 	}
-	if (n) { /* keep what the layout needs, not PMAX pairs */
-		uint32_t *fit = realloc(pairs, 2 * n * sizeof(*pairs));
-		if (fit)
-			pairs = fit;
-	} else {
-		free(pairs);
-		pairs = NULL;
-	}
+	struct playout *fit = realloc(l, sizeof(*l) + 2 * n * sizeof(uint32_t));
+	if (fit) /* keep what the layout needs, not PMAX pairs */
+		l = fit;
 	int mt = 0;
 	if (!ve__real.cuFuncGetAttribute ||
 	    ve__real.cuFuncGetAttribute(&mt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) != CUDA_SUCCESS ||
 	    mt < 0)
 		mt = 0;
+	l->nparams = n;
+	l->total = total;
+	l->max_threads = (uint32_t)mt;
 	preload_function(f);
-	struct pslot tmp = {.nparams = n, .total = total, .max_threads = (uint32_t)mt, .pairs = pairs};
-	layout_out(&tmp, out);
+	layout_out(l, out);
 	t = ptab_room();
 	slot = t ? ptab_find(t, k, &found) : NULL;
 	if (!slot) { /* no memory for a larger table: this launch goes uncached */
@@ -1083,16 +1097,13 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 		if (!atomic_exchange(&warned, 1))
 			VE_WARN("the parameter layout cache cannot grow: layouts are asked for "
 				"at each launch (slower)");
-		return 0; /* pairs leak: out points at them */
+		return 0; /* l leaks: out points into it */
 	}
-	if (atomic_load_explicit(&slot->key, memory_order_relaxed) == PKEY_GONE)
-		free(slot->pairs); /* a tombstone's: its function's module is gone */
-	else
+	/* A tombstone's old layout stays allocated (a reader may hold it). */
+	if (atomic_load_explicit(&slot->key, memory_order_relaxed) != PKEY_GONE)
 		t->used++;
-	slot->nparams = n;
-	slot->total = total;
-	slot->max_threads = (uint32_t)mt;
-	slot->pairs = pairs;
+	t->live++;
+	atomic_store_explicit(&slot->lay, l, memory_order_release);
 	atomic_store_explicit(&slot->key, k, memory_order_release);
 	pthread_mutex_unlock(&pcache_lock);
 	return 0;
@@ -1107,14 +1118,17 @@ void ve__forget_functions(CUmodule mod)
 		uintptr_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
 		if (key <= PKEY_GONE)
 			continue;
+		/* A module's unload: its own functions; a library's (mod NULL):
+		 * the keys that are no module's function (CUkernels). Where the
+		 * driver cannot tell, forgotten too: a live function forgotten
+		 * costs one query at its next launch, nothing else. */
 		CUmodule m = NULL;
-		if (mod && ve__real.cuFuncGetModule &&
-		    ve__real.cuFuncGetModule(&m, (CUfunction)key) == CUDA_SUCCESS && m != mod)
-			continue; /* another module's function */
-		/* Its pairs stay until the slot is reused: a lookup of another
-		 * function never reads them, and one of this function's is the
-		 * application launching a function of a module it unloads. */
+		bool known = ve__real.cuFuncGetModule &&
+			     ve__real.cuFuncGetModule(&m, (CUfunction)key) == CUDA_SUCCESS;
+		if (known && (!mod || m != mod))
+			continue;
 		atomic_store_explicit(&s->key, PKEY_GONE, memory_order_release);
+		t->live--;
 	}
 	pthread_mutex_unlock(&pcache_lock);
 	for (uint32_t i = 0; i < SMEM_SEEN; i++)

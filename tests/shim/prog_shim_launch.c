@@ -853,6 +853,55 @@ static void t_many_functions(void)
 	CK(cuMemFree(p));
 }
 
+/* Launches of a loaded function go on, with their parameters intact, while another
+ * thread loads and unloads libraries and modules (what the shim cached about the
+ * launched function may be forgotten meanwhile, never freed under a launch). */
+struct churn_arg {
+	atomic_int stop;
+	int loads;
+};
+
+static void *unload_churn(void *arg)
+{
+	struct churn_arg *c = arg;
+	CK(cuCtxSetCurrent(pctx));
+	while (!atomic_load(&c->stop) && !failures) {
+		CUlibrary lib;
+		CUmodule m;
+		CK(cuLibraryLoadData(&lib, "image", NULL, NULL, 0, NULL, NULL, 0));
+		CK(cuLibraryUnload(lib));
+		CK(cuModuleLoadData(&m, "image"));
+		CK(cuModuleUnload(m));
+		c->loads++;
+	}
+	return NULL;
+}
+
+static void t_unload_while_launching(void)
+{
+	CUdeviceptr p = dalloc(4);
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	struct churn_arg c = {0};
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, unload_churn, &c) == 0);
+	uint32_t want = 0;
+	for (int i = 0; i < 3000 && !failures; i++) {
+		muladd(s, p, 1, 1, 1);
+		want++;
+		if (i % 500 == 499) {
+			CK(cuStreamSynchronize(s));
+			scan_launch_log();
+		}
+	}
+	CK(cuStreamSynchronize(s));
+	atomic_store(&c.stop, 1);
+	pthread_join(th, NULL);
+	CHECKF(read_u32(p) == want, "%u, want %u (%d loads meanwhile)", read_u32(p), want, c.loads);
+	CK(cuStreamDestroy(s));
+	CK(cuMemFree(p));
+}
+
 static const struct prog_test tests[] = {
     {"params", t_params},
     {"launch_ex", t_launch_ex},
@@ -866,6 +915,7 @@ static const struct prog_test tests[] = {
     {"function_limits", t_function_limits},
     {"refused_once", t_refused_once},
     {"many_functions", t_many_functions},
+    {"unload_while_launching", t_unload_while_launching},
 };
 
 int main(int argc, char **argv)

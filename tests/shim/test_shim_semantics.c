@@ -25,7 +25,7 @@ static const char *const streams_shim_tests[] = {
 static const char *const launch_shim_tests[] = {
     "params",	   "launch_ex", "launch_errors", "config_errors", "block_errors",
     "graphs", "passthrough", "foreign",	     "capture_busy",  "function_limits",
-    "refused_once", "many_functions", NULL};
+    "refused_once", "many_functions", "unload_while_launching", NULL};
 
 /* Jitter (us) of the second schedule, per policy: a spread of interleavings. */
 static const unsigned policy_jitter[] = {200, 1000, 50, 500, 300};
