@@ -914,7 +914,7 @@ static const struct prog_test tests[] = {
     {"capture_busy", t_capture_busy},
     {"function_limits", t_function_limits},
     {"refused_once", t_refused_once},
-    {"many_functions", t_many_functions},
+    {"scale_functions", t_many_functions},
     {"unload_while_launching", t_unload_while_launching},
 };
 

@@ -1176,7 +1176,7 @@ static const struct prog_test tests[] = {
     {"threads", t_threads},	  {"destroy_pending", t_destroy_pending},
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
     {"ipc_event", t_ipc_event},	  {"elapsed_abis", t_elapsed_abis},
-    {"many_objects", t_many_objects}, {"thread_churn", t_thread_churn},
+    {"scale_objects", t_many_objects}, {"scale_threads", t_thread_churn},
 };
 
 int main(int argc, char **argv)
