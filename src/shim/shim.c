@@ -813,6 +813,7 @@ void ve__emap_end_capture(uint32_t group)
  * on another thread may hold it while its slot is reused (its function's
  * module unloaded, or forgotten by an unload of some library). */
 struct playout {
+	struct playout *retired_next; /* replaced records, kept reachable (never read by lookups) */
 	uint32_t nparams, total;
 	uint32_t max_threads; /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0 unknown */
 	uint32_t pairs[];     /* nparams (offset, size) pairs */
@@ -837,6 +838,7 @@ struct pslot {
  * live entries are copied over. Earlier tables stay allocated, since a
  * lookup may still be reading one. */
 struct ptab {
+	struct ptab *older; /* the table this one replaced: kept, and reachable */
 	uint32_t cap;  /* a power of two */
 	uint32_t used; /* slots holding a key or a tombstone (under pcache_lock) */
 	uint32_t live; /* slots holding a key */
@@ -844,6 +846,7 @@ struct ptab {
 };
 
 static _Atomic(struct ptab *) pcache;
+static struct playout *retired_layouts; /* under pcache_lock */
 static pthread_mutex_t pcache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct ptab *ptab_new(uint32_t cap)
@@ -886,6 +889,7 @@ static struct ptab *ptab_room(void)
 	struct ptab *n = ptab_new(cap);
 	if (!n)
 		return t && t->used < t->cap ? t : NULL;
+	n->older = t;
 	for (uint32_t i = 0; t && i < t->cap; i++) {
 		uintptr_t key = atomic_load_explicit(&t->slot[i].key, memory_order_relaxed);
 		if (key <= PKEY_GONE)
@@ -1084,6 +1088,7 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 	    ve__real.cuFuncGetAttribute(&mt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) != CUDA_SUCCESS ||
 	    mt < 0)
 		mt = 0;
+	l->retired_next = NULL;
 	l->nparams = n;
 	l->total = total;
 	l->max_threads = (uint32_t)mt;
@@ -1100,8 +1105,16 @@ int ve__param_layout(CUfunction f, struct ve_param_layout *out)
 		return 0; /* l leaks: out points into it */
 	}
 	/* A tombstone's old layout stays allocated (a reader may hold it). */
-	if (atomic_load_explicit(&slot->key, memory_order_relaxed) != PKEY_GONE)
+	if (atomic_load_explicit(&slot->key, memory_order_relaxed) == PKEY_GONE) {
+		struct playout *old = (struct playout *)atomic_load_explicit(&slot->lay,
+									     memory_order_relaxed);
+		if (old) {
+			old->retired_next = retired_layouts;
+			retired_layouts = old;
+		}
+	} else {
 		t->used++;
+	}
 	t->live++;
 	atomic_store_explicit(&slot->lay, l, memory_order_release);
 	atomic_store_explicit(&slot->key, k, memory_order_release);
