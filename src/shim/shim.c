@@ -1233,12 +1233,16 @@ CUresult ve__cu_error(int rc)
 	}
 }
 
+/* A completion's status as the app sees it: the driver's CUresult
+ * (positive); anything else (a backend errno) as a launch failure. */
+static CUresult status_result(int e)
+{
+	return e > 0 ? (CUresult)e : e < 0 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+}
+
 CUresult ve__sticky(void)
 {
-	int e = ve_vctx_error(ve__shim.v);
-	/* Completions carry the driver's CUresult (positive); anything else
-	 * (a backend errno) is reported as a launch failure. */
-	return e > 0 ? (CUresult)e : e < 0 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+	return status_result(ve_vctx_error(ve__shim.v));
 }
 
 CUresult ve__sync_error(int rc)
@@ -1246,8 +1250,7 @@ CUresult ve__sync_error(int rc)
 	CUresult r = ve__cu_error(rc);
 	if (r != CUDA_SUCCESS)
 		return r;
-	int e = ve_vctx_take_refused(ve__shim.v);
-	return e > 0 ? (CUresult)e : e < 0 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+	return status_result(ve_vctx_take_refused(ve__shim.v));
 }
 
 /* ------------------------------------------------------------------ barrier */
