@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct ve_test_case {
 	const char *name;
@@ -125,8 +126,15 @@ int main(int argc, char **argv)
 			continue;
 		ve_test_failed_now = 0;
 		ve_test_skipped_now = 0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (setjmp(ve_test_jmp) == 0)
 			tc->fn();
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		/* Slow tests name themselves: what to trim when the suite outgrows CI. */
+		double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		if (secs >= 1.0)
+			printf("# %s took %.1f s\n", tc->name, secs);
 		if (ve_test_failed_now) {
 			failed++;
 			printf("FAIL %s\n", tc->name);

@@ -27,61 +27,64 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 
+# rank_of MODULE: sets $rank (-1 for a module outside the order). Sets a
+# variable rather than printing: this runs once per include edge, and a
+# subshell per call made the check take most of a minute.
 rank_of() {
 	case "$1" in
-	ve | util) echo 0 ;;
-	core) echo 1 ;;
-	backend | pool) echo 2 ;;
-	profile) echo 3 ;;
-	policy) echo 4 ;;
-	coord) echo 5 ;;
-	dispatch) echo 6 ;;
-	ipc) echo 7 ;;
-	ved) echo 8 ;;
-	runtime) echo 9 ;;
-	shim) echo 10 ;;
-	tools) echo 11 ;;
-	*) echo -1 ;;
+	ve | util) rank=0 ;;
+	core) rank=1 ;;
+	backend | pool) rank=2 ;;
+	profile) rank=3 ;;
+	policy) rank=4 ;;
+	coord) rank=5 ;;
+	dispatch) rank=6 ;;
+	ipc) rank=7 ;;
+	ved) rank=8 ;;
+	runtime) rank=9 ;;
+	shim) rank=10 ;;
+	tools) rank=11 ;;
+	*) rank=-1 ;;
 	esac
 }
 
 # Prints "file target-file" for every quoted #include that names a module
-# header ("mod/x.h"), relative to root.
+# header ("mod/x.h"), relative to root: target src/T or include/T where that
+# file exists, ?/T otherwise. One grep and one awk over the whole tree.
 edges() {
-	local root=$1 f t
-	(cd "$root" && find src include/ve tools -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null |
-		LC_ALL=C sort) | while read -r f; do
-		sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z_]*\/[^"]*\)".*/\1/p' \
-			"$root/$f" | while read -r t; do
-			if [ -f "$root/src/$t" ]; then
-				echo "$f src/$t"
-			elif [ -f "$root/include/$t" ]; then
-				echo "$f include/$t"
-			else
-				echo "$f ?/$t"
-			fi
-		done
-	done
+	local root=$1
+	(
+		cd "$root" || exit 1
+		{
+			find src include -type f 2>/dev/null | sed 's/^/H /'
+			find src include/ve tools -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null |
+				LC_ALL=C sort | xargs -r grep -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[a-z_]*/' |
+				sed -n 's/^\([^:]*\):[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z_]*\/[^"]*\)".*/E \1 \2/p'
+		} | awk '$1 == "H" { have[$2] = 1; next }
+			{ t = ("src/" $3) in have ? "src/" $3 : ("include/" $3) in have ? "include/" $3 : "?/" $3
+			  print $2, t }'
+	)
 }
 
+# module_of PATH: sets $mod.
 module_of() {
 	case "$1" in
-	include/ve/*) echo ve ;;
-	tools/*) echo tools ;;
-	src/*) echo "$1" | cut -d/ -f2 ;;
-	*) echo "?" ;;
+	include/ve/*) mod=ve ;;
+	tools/*) mod=tools ;;
+	src/*/*) mod=${1#src/}; mod=${mod%%/*} ;;
+	*) mod="?" ;;
 	esac
 }
 
 # Violations of the order in root, one line each; returns 1 if any.
 check_tree() {
-	local root=$1 bad=0 f t mf mt rf rt
+	local root=$1 bad=0 f t mf mt rf rt mod rank
 	while read -r f t; do
-		mf=$(module_of "$f")
-		mt=$(module_of "$t")
+		module_of "$f"; mf=$mod
+		module_of "$t"; mt=$mod
 		[ "$mf" = "$mt" ] && continue
-		rf=$(rank_of "$mf")
-		rt=$(rank_of "$mt")
+		rank_of "$mf"; rf=$rank
+		rank_of "$mt"; rt=$rank
 		if [ "$t" = "${t#\?/}" ] && [ "$rf" -ge 0 ] && [ "$rt" -ge 0 ]; then :; else
 			echo "  $f includes $t: not in the layer order"
 			bad=1
@@ -120,7 +123,8 @@ check_cycles() {
 check_module_cycles() {
 	local root=$1 out
 	out=$(edges "$root" | grep -v ' ?/' | while read -r f t; do
-		echo "$(module_of "$f") $(module_of "$t")"
+		module_of "$f"; echo -n "$mod "
+		module_of "$t"; echo "$mod"
 	done | awk '$1 != $2' | LC_ALL=C sort -u | tsort 2>&1 >/dev/null)
 	if [ -n "$out" ]; then
 		echo "$out" | sed 's/^/  /'
@@ -171,7 +175,10 @@ plant() { # name check-function file line
 }
 
 if [ "${1:-}" = --list ]; then
-	edges "$here" | while read -r f t; do echo "$(module_of "$f") -> $(module_of "$t")"; done |
+	edges "$here" | while read -r f t; do
+		module_of "$f"; echo -n "$mod -> "
+		module_of "$t"; echo "$mod"
+	done |
 		awk '$1 != $3' | LC_ALL=C sort | uniq -c
 	exit 0
 fi

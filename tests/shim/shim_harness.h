@@ -49,6 +49,17 @@
 
 extern char **environ;
 
+/* A ThreadSanitizer build (make check sets VE_TSAN=1 there too). */
+static inline bool sh_under_tsan(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	return true;
+#else
+	const char *t = getenv("VE_TSAN");
+	return t && *t && strcmp(t, "0") != 0;
+#endif
+}
+
 static char sh_build[PATH_MAX], sh_libve[PATH_MAX + 16], sh_fake[PATH_MAX + 32],
     sh_fakedir[PATH_MAX + 16], sh_verun[PATH_MAX + 16], sh_sanrt[PATH_MAX];
 
