@@ -171,6 +171,9 @@ CUDA_BACKEND_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/backend/cuda*
 $(BUILD)/tests/test_shim_%: $(BUILD)/obj/tests/shim/test_shim_%.o $(CUDA_BACKEND_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# The shim's handle maps, tested on their own.
+$(BUILD)/tests/test_shim_hmap: $(BUILD)/obj/src/shim/hmap.o
 endif
 
 # Checks of the tree itself, run once (in the plain build): the layer order

@@ -6,6 +6,7 @@
  * pass-through barrier.
  */
 #include "shim/shim.h"
+#include "shim/hmap.h"
 #include "backend/cuda.h"
 #include "backend/cuda_desc.h"
 #include "runtime/knobs.h"
@@ -405,10 +406,14 @@ static int start_runtime(struct ve_shim *S)
 	if (rc)
 		return rc;
 	VE_INFO("active on %s: %u SMs, %u leaves, %u pool entries (%u streams) created in %.1f ms, "
-		"%.0f MiB device memory; policy %s",
+		"%.0f MiB device memory; policy %s%s",
 		gi.name, gi.sm_count, gi.nleaves, ve_runtime_pool(S->rt)->nentries, ps.streams,
 		(double)(ve__now_ns() - t0) / 1e6, (double)ps.mem_used_bytes / (1 << 20),
-		ve_runtime_mode(S->rt) == VE_RUNTIME_VED ? "chosen by ved" : li.policy);
+		li.policy,
+		/* ved's policy as its hello named it; in safe mode the local one says so */
+		ve_runtime_mode(S->rt) == VE_RUNTIME_VED && strcmp(li.where, "ved") == 0
+		    ? " (ved's)"
+		    : "");
 	return 0;
 }
 
@@ -630,83 +635,13 @@ static void shim_atexit(void)
 
 /* ------------------------------------------------------------------ maps */
 
-/* Open addressing with tombstones and one mutex per map (uncontended: about
- * 20 ns). Keys are CUstream/CUevent pointers, never 0 or 1: the special
- * stream values (NULL, LEGACY, PER_THREAD) are resolved before any lookup. */
-#define MAP_CAP	  32768u /* 2x the vctx's events: short probes at its limit */
-#define KEY_EMPTY ((uintptr_t)0)
-#define KEY_TOMB  ((uintptr_t)1)
-
-struct hslot {
-	uintptr_t key;
-	union {
-		struct ve_stream_info s;
-		struct ve_event_info e;
-	} v;
-};
-
-struct hmap {
-	pthread_mutex_t lock;
-	struct hslot tab[MAP_CAP];
-};
-
-static struct hmap smap = {.lock = PTHREAD_MUTEX_INITIALIZER};
-static struct hmap emap = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static struct hslot *hfind(struct hmap *m, uintptr_t k, bool insert)
-{
-	uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (MAP_CAP - 1);
-	struct hslot *tomb = NULL;
-	for (uint32_t i = 0; i < MAP_CAP; i++, h = (h + 1) & (MAP_CAP - 1)) {
-		struct hslot *s = &m->tab[h];
-		if (s->key == k)
-			return s;
-		if (s->key == KEY_TOMB && !tomb)
-			tomb = s;
-		if (s->key == KEY_EMPTY)
-			return insert ? (tomb ? tomb : s) : NULL;
-	}
-	return insert ? tomb : NULL;
-}
-
-/* Returns the slot locked (caller unlocks), or NULL unlocked. */
-static struct hslot *hget_locked(struct hmap *m, uintptr_t k, bool insert)
-{
-	if (k <= KEY_TOMB)
-		return NULL;
-	pthread_mutex_lock(&m->lock);
-	struct hslot *s = hfind(m, k, insert);
-	if (!s)
-		pthread_mutex_unlock(&m->lock);
-	else if (insert)
-		s->key = k;
-	return s;
-}
-
-static int hdel(struct hmap *m, uintptr_t k)
-{
-	struct hslot *s = hget_locked(m, k, false);
-	if (!s)
-		return -ENOENT;
-	/* A tombstone is needed only inside a probe chain: where the next slot
-	 * is empty, this one and the tombstones before it are emptied, so an
-	 * app that creates and destroys events all run long does not fill the
-	 * map with tombstones that every miss must scan. */
-	uint32_t h = (uint32_t)(s - m->tab);
-	if (m->tab[(h + 1) & (MAP_CAP - 1)].key == KEY_EMPTY) {
-		s->key = KEY_EMPTY;
-		for (h = (h - 1) & (MAP_CAP - 1); m->tab[h].key == KEY_TOMB; h = (h - 1) & (MAP_CAP - 1))
-			m->tab[h].key = KEY_EMPTY;
-	} else {
-		s->key = KEY_TOMB;
-	}
-	pthread_mutex_unlock(&m->lock);
-	return 0;
-}
+/* Handle maps: hmap.c. */
+static struct ve__hmap smap = VE__HMAP_INIT;
+static struct ve__hmap emap = VE__HMAP_INIT;
 
 int ve__smap_put(CUstream st, const struct ve_stream_info *info)
 {
-	struct hslot *s = hget_locked(&smap, (uintptr_t)st, true);
+	struct ve__hslot *s = ve__hmap_get_locked(&smap, (uintptr_t)st, true);
 	if (!s)
 		return -ENOSPC;
 	s->v.s = *info;
@@ -716,7 +651,7 @@ int ve__smap_put(CUstream st, const struct ve_stream_info *info)
 
 int ve__smap_get(CUstream st, struct ve_stream_info *out)
 {
-	struct hslot *s = hget_locked(&smap, (uintptr_t)st, false);
+	struct ve__hslot *s = ve__hmap_get_locked(&smap, (uintptr_t)st, false);
 	if (!s)
 		return -ENOENT;
 	*out = s->v.s;
@@ -726,12 +661,12 @@ int ve__smap_get(CUstream st, struct ve_stream_info *out)
 
 int ve__smap_del(CUstream st)
 {
-	return hdel(&smap, (uintptr_t)st);
+	return ve__hmap_del(&smap, (uintptr_t)st);
 }
 
 int ve__smap_set_capture(CUstream st, uint32_t group)
 {
-	struct hslot *s = hget_locked(&smap, (uintptr_t)st, false);
+	struct ve__hslot *s = ve__hmap_get_locked(&smap, (uintptr_t)st, false);
 	if (!s)
 		return -ENOENT;
 	s->v.s.capture = group;
@@ -742,15 +677,15 @@ int ve__smap_set_capture(CUstream st, uint32_t group)
 void ve__smap_end_capture(uint32_t group)
 {
 	pthread_mutex_lock(&smap.lock);
-	for (uint32_t i = 0; i < MAP_CAP; i++)
-		if (smap.tab[i].key > KEY_TOMB && smap.tab[i].v.s.capture == group)
+	for (uint32_t i = 0; i < VE__HMAP_CAP; i++)
+		if (smap.tab[i].key != 0 && smap.tab[i].v.s.capture == group)
 			smap.tab[i].v.s.capture = 0;
 	pthread_mutex_unlock(&smap.lock);
 }
 
 int ve__emap_put(CUevent ev, const struct ve_event_info *info)
 {
-	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, true);
+	struct ve__hslot *s = ve__hmap_get_locked(&emap, (uintptr_t)ev, true);
 	if (!s)
 		return -ENOSPC;
 	s->v.e = *info;
@@ -760,7 +695,7 @@ int ve__emap_put(CUevent ev, const struct ve_event_info *info)
 
 int ve__emap_get(CUevent ev, struct ve_event_info *out)
 {
-	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, false);
+	struct ve__hslot *s = ve__hmap_get_locked(&emap, (uintptr_t)ev, false);
 	if (!s)
 		return -ENOENT;
 	*out = s->v.e;
@@ -770,12 +705,12 @@ int ve__emap_get(CUevent ev, struct ve_event_info *out)
 
 int ve__emap_del(CUevent ev)
 {
-	return hdel(&emap, (uintptr_t)ev);
+	return ve__hmap_del(&emap, (uintptr_t)ev);
 }
 
 int ve__emap_set_capture(CUevent ev, uint32_t group)
 {
-	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, false);
+	struct ve__hslot *s = ve__hmap_get_locked(&emap, (uintptr_t)ev, false);
 	if (!s)
 		return -ENOENT;
 	s->v.e.capture = group;
@@ -785,7 +720,7 @@ int ve__emap_set_capture(CUevent ev, uint32_t group)
 
 int ve__emap_set_graph(CUevent ev, uint32_t graph)
 {
-	struct hslot *s = hget_locked(&emap, (uintptr_t)ev, false);
+	struct ve__hslot *s = ve__hmap_get_locked(&emap, (uintptr_t)ev, false);
 	if (!s)
 		return -ENOENT;
 	s->v.e.graph = graph;
@@ -796,8 +731,8 @@ int ve__emap_set_graph(CUevent ev, uint32_t graph)
 void ve__emap_end_capture(uint32_t group)
 {
 	pthread_mutex_lock(&emap.lock);
-	for (uint32_t i = 0; i < MAP_CAP; i++)
-		if (emap.tab[i].key > KEY_TOMB && emap.tab[i].v.e.capture == group)
+	for (uint32_t i = 0; i < VE__HMAP_CAP; i++)
+		if (emap.tab[i].key != 0 && emap.tab[i].v.e.capture == group)
 			emap.tab[i].v.e.capture = 0;
 	pthread_mutex_unlock(&emap.lock);
 }
