@@ -81,13 +81,16 @@ VE_TEST(strict_ved_absent)
 	snprintf(dir, sizeof(dir), "%s/noved", fu_scratch());
 	mkdir(dir, 0700);
 	snprintf(env, sizeof(env), "VE_DAEMON=%s/ved-0.sock", dir);
-	const char *loose[] = {env, NULL};
+	const char *loose[] = {env, "VE_LOG_LEVEL=info", NULL};
 	run_streams(loose, true, &R);
 	bool said = strstr(R.out, "safe mode") != NULL;
-	if (R.rc != 0 || !said)
+	/* The start-up line too: the local policy, not "ved's". */
+	bool line = strstr(R.out, "policy whole (safe mode)\n") != NULL;
+	if (R.rc != 0 || !said || !line)
 		sh_dump(&R);
 	VE_CHECK_EQ(R.rc, 0);
 	VE_CHECK_MSG(said, "no warning about safe mode");
+	VE_CHECK_MSG(line, "the start-up line does not name safe mode's policy");
 	const char *strict[] = {env, "VE_STRICT=1", NULL};
 	run_streams(strict, true, &R);
 	if (R.rc != 78)

@@ -194,6 +194,8 @@ VE_TEST(shim_ved_found)
 	VE_CHECK_EQ(g_res.rc, 0);
 	VE_CHECK(strstr(g_res.out, "coordinator: ved at") != NULL);
 	VE_CHECK(strstr(g_res.out, "bound by ved") != NULL);
+	/* The start-up line names the policy that decides: ved's. */
+	VE_CHECK(strstr(g_res.out, "policy tput (ved's)") != NULL);
 	int measured = profile_measured(prof);
 	unlink(prof);
 	VE_CHECK_MSG(measured > 0, "VE_PROFILE_OUT under ved: %d measured keys", measured);
