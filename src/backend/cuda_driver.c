@@ -12,6 +12,8 @@ struct ve_real_table ve__real;
 struct ve_real_table ve__real_ptsz;
 _Atomic int ve__real_ready_flag;
 CUresult (*ve__real_elapsed_v1)(float *ms, CUevent start, CUevent end);
+ve__batch_v1_fn ve__real_batch_v1, ve__real_batch_v1_ptsz;
+ve__batch3d_v1_fn ve__real_batch3d_v1, ve__real_batch3d_v1_ptsz;
 
 static const char *const real_names[VE_REAL_COUNT] = {
 #define VE_REAL_NAME(n) #n,
@@ -83,6 +85,14 @@ static void init_once(void)
 	resolve(&ve__real_ptsz, ve__real_ptsz_symbols);
 #ifdef cuEventElapsedTime /* the header's name is a later ABI: keep the first too */
 	*(void **)&ve__real_elapsed_v1 = ve__real_dlsym(libcuda, "cuEventElapsedTime");
+#endif
+#ifdef cuMemcpyBatchAsync
+	*(void **)&ve__real_batch_v1 = ve__real_dlsym(libcuda, "cuMemcpyBatchAsync");
+	*(void **)&ve__real_batch_v1_ptsz = ve__real_dlsym(libcuda, "cuMemcpyBatchAsync_ptsz");
+#endif
+#ifdef cuMemcpy3DBatchAsync
+	*(void **)&ve__real_batch3d_v1 = ve__real_dlsym(libcuda, "cuMemcpy3DBatchAsync");
+	*(void **)&ve__real_batch3d_v1_ptsz = ve__real_dlsym(libcuda, "cuMemcpy3DBatchAsync_ptsz");
 #endif
 	/* A call with no per-thread form has the same symbol in both tables. */
 	*(void **)&real_getproc_fn = ve__real_dlsym(libcuda, "cuGetProcAddress_v2");

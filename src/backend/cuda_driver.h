@@ -207,6 +207,18 @@ static inline void ve__real_ready(void)
  * names no later version. */
 extern CUresult (*ve__real_elapsed_v1)(float *ms, CUevent start, CUevent end);
 
+/* The CUDA 12.8-12.9 ABIs of the batched copies (a failIdx argument before
+ * the stream), which cuda.h 13 maps to their _v2 forms: PyTorch's cu128 and
+ * cu129 wheels ask for them by these names. NULL where the driver lacks them
+ * or cuda.h names no later version. */
+typedef CUresult (*ve__batch_v1_fn)(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+				    size_t count, CUmemcpyAttributes *attrs, size_t *attrIdxs,
+				    size_t numAttrs, size_t *failIdx, CUstream s);
+typedef CUresult (*ve__batch3d_v1_fn)(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *failIdx,
+				      unsigned long long flags, CUstream s);
+extern ve__batch_v1_fn ve__real_batch_v1, ve__real_batch_v1_ptsz;
+extern ve__batch3d_v1_fn ve__real_batch3d_v1, ve__real_batch3d_v1_ptsz;
+
 /* Resolves everything once (later calls return the first result):
  * 0, or -ENOENT when no driver could be loaded (message logged). */
 int ve__real_init(void);

@@ -13,18 +13,26 @@
 
 #include <dlfcn.h>
 
-/* A hook replaces the driver's pointer only if the driver gave the very
- * version the hook was written for (our table's pointer): an older ABI
- * version requested by an old runtime passes through untouched. */
-static void *elapsed_v1_hook(void);
+/* Older ABIs still hooked (end of this file): the driver's entry point, the
+ * literal name it is exported under, and the hook. */
+struct old_abi {
+	void *const *real;
+	const char *name;
+	void *hook;
+};
+static const struct old_abi *old_abis(void);
 
+/* A hook replaces the driver's pointer only if the driver gave the very
+ * version the hook was written for (our table's pointer, or an older ABI we
+ * have a hook for); any other version passes through untouched. */
 static void *hook_for(const char *symbol, void *real, bool ptsz)
 {
 	(void)symbol;
 	if (!real)
 		return NULL;
-	if (ve__real_elapsed_v1 && real == (void *)ve__real_elapsed_v1)
-		return elapsed_v1_hook();
+	for (const struct old_abi *o = old_abis(); o->name; o++)
+		if (*o->real == real)
+			return o->hook;
 	/* Match by pointer, not by name: the hook whose real counterpart is the
 	 * very function the driver returned has the right prototype, whatever
 	 * version or variant was asked for (cuCtxSynchronize at 13.0 is the
@@ -124,8 +132,9 @@ VE_NO_SANITIZE void *dlsym(void *handle, const char *symbol)
 		return (void *)&cuGetProcAddress;
 	if (strcmp(symbol, "cuGetProcAddress") == 0)
 		return (void *)&ve__cuGetProcAddress_v1;
-	if (strcmp(symbol, "cuEventElapsedTime") == 0 && elapsed_v1_hook())
-		return elapsed_v1_hook(); /* the literal name: the first ABI */
+	for (const struct old_abi *o = old_abis(); o->name; o++)
+		if (strcmp(symbol, o->name) == 0)
+			return o->hook; /* the literal name: the older ABI */
 	const struct ve_hook *tabs[2] = {ve__hooks_legacy, ve__hooks_ptsz};
 	for (int k = 0; k < 2; k++)
 		for (const struct ve_hook *h = tabs[k]; h->fn; h++)
@@ -149,14 +158,93 @@ CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 	ve__real_ready();
 	return elapsed_time(ms, a, b, ve__real_elapsed_v1);
 }
-
-static void *elapsed_v1_hook(void)
-{
-	return (void *)&cuEventElapsedTime;
-}
+#define ELAPSED_V1 {(void *const *)&ve__real_elapsed_v1, "cuEventElapsedTime", (void *)&cuEventElapsedTime},
 #else
-static void *elapsed_v1_hook(void)
-{
-	return NULL; /* the header's cuEventElapsedTime is the first ABI: hooked as such */
-}
+#define ELAPSED_V1 /* the header's cuEventElapsedTime is the first ABI: hooked as such */
 #endif
+
+/* The CUDA 12.8-12.9 ABIs of the batched copies (PyTorch's cu128 and cu129
+ * wheels): unhooked, they ran at once, before the stream's logical work (a
+ * copy read its source before the kernel writing it had run). The ordered
+ * pass-through, as their _v2 forms. */
+static CUresult batch_v1(ve__batch_v1_fn real, bool ptsz, CUdeviceptr *dsts, CUdeviceptr *srcs,
+			 size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrIdxs,
+			 size_t numAttrs, size_t *failIdx, CUstream s)
+{
+	ve__real_ready();
+	if (!real)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	struct ve_target t;
+	ve__resolve_stream(s, ptsz, &t);
+	if (!t.virt)
+		return real(dsts, srcs, sizes, count, attrs, attrIdxs, numAttrs, failIdx, s);
+	ve__notice_once(VE_NOTE_BATCH, "batched copies pass through in order");
+	BARRIER_CALL(&t, real(dsts, srcs, sizes, count, attrs, attrIdxs, numAttrs, failIdx, s));
+}
+
+static CUresult batch3d_v1(ve__batch3d_v1_fn real, bool ptsz, size_t n, CUDA_MEMCPY3D_BATCH_OP *ops,
+			   size_t *failIdx, unsigned long long flags, CUstream s)
+{
+	ve__real_ready();
+	if (!real)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	struct ve_target t;
+	ve__resolve_stream(s, ptsz, &t);
+	if (!t.virt)
+		return real(n, ops, failIdx, flags, s);
+	BARRIER_CALL(&t, real(n, ops, failIdx, flags, s));
+}
+
+#ifdef cuMemcpyBatchAsync
+#undef cuMemcpyBatchAsync
+#define BATCH_V1_PARAMS                                                                            \
+	CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                        \
+	    CUmemcpyAttributes *attrs, size_t *attrIdxs, size_t numAttrs, size_t *failIdx,         \
+	    CUstream s
+#define BATCH_V1_ARGS dsts, srcs, sizes, count, attrs, attrIdxs, numAttrs, failIdx, s
+CUresult CUDAAPI cuMemcpyBatchAsync(BATCH_V1_PARAMS);
+CUresult CUDAAPI cuMemcpyBatchAsync(BATCH_V1_PARAMS)
+{
+	return batch_v1(ve__real_batch_v1, false, BATCH_V1_ARGS);
+}
+CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(BATCH_V1_PARAMS);
+CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(BATCH_V1_PARAMS)
+{
+	return batch_v1(ve__real_batch_v1_ptsz, true, BATCH_V1_ARGS);
+}
+#define BATCH_V1                                                                                   \
+	{(void *const *)&ve__real_batch_v1, "cuMemcpyBatchAsync", (void *)&cuMemcpyBatchAsync},    \
+	    {(void *const *)&ve__real_batch_v1_ptsz, "cuMemcpyBatchAsync_ptsz",                    \
+	     (void *)&cuMemcpyBatchAsync_ptsz},
+#else
+#define BATCH_V1
+#endif
+
+#ifdef cuMemcpy3DBatchAsync
+#undef cuMemcpy3DBatchAsync
+#define BATCH3D_V1_PARAMS                                                                          \
+	size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *failIdx, unsigned long long flags, CUstream s
+CUresult CUDAAPI cuMemcpy3DBatchAsync(BATCH3D_V1_PARAMS);
+CUresult CUDAAPI cuMemcpy3DBatchAsync(BATCH3D_V1_PARAMS)
+{
+	return batch3d_v1(ve__real_batch3d_v1, false, n, ops, failIdx, flags, s);
+}
+CUresult CUDAAPI cuMemcpy3DBatchAsync_ptsz(BATCH3D_V1_PARAMS);
+CUresult CUDAAPI cuMemcpy3DBatchAsync_ptsz(BATCH3D_V1_PARAMS)
+{
+	return batch3d_v1(ve__real_batch3d_v1_ptsz, true, n, ops, failIdx, flags, s);
+}
+#define BATCH3D_V1                                                                                 \
+	{(void *const *)&ve__real_batch3d_v1, "cuMemcpy3DBatchAsync",                              \
+	 (void *)&cuMemcpy3DBatchAsync},                                                           \
+	    {(void *const *)&ve__real_batch3d_v1_ptsz, "cuMemcpy3DBatchAsync_ptsz",                \
+	     (void *)&cuMemcpy3DBatchAsync_ptsz},
+#else
+#define BATCH3D_V1
+#endif
+
+static const struct old_abi *old_abis(void)
+{
+	static const struct old_abi tab[] = {ELAPSED_V1 BATCH_V1 BATCH3D_V1{NULL, NULL, NULL}};
+	return tab;
+}

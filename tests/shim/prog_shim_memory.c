@@ -543,6 +543,43 @@ static void t_batch(void)
 	CK(cuMemFree(e));
 }
 
+/* Both ABIs of the batched copies, as a runtime asks cuGetProcAddress for
+ * them: 12.8-12.9 (a failIdx before the stream: PyTorch's cu128/cu129 wheels)
+ * and 13.0, each also in its per-thread form. Each copy reads what a slow
+ * kernel just before it on the stream writes. */
+typedef CUresult (*batch_v1_fn)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
+				CUmemcpyAttributes *, size_t *, size_t, size_t *, CUstream);
+typedef CUresult (*batch_v2_fn)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
+				CUmemcpyAttributes *, size_t *, size_t, CUstream);
+static void t_batch_abis(void)
+{
+	CUdeviceptr d = dalloc(64), e = dalloc(64);
+	CUmemcpyAttributes attr = {0};
+	attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+	CUdriverProcAddressQueryResult q;
+	for (int k = 0; k < 4; k++) {
+		bool v1 = k < 2, ptsz = k % 2;
+		void *fn = NULL;
+		CK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, v1 ? 12080 : 13000,
+				    ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, &q));
+		CHECK(fn != NULL);
+		uint32_t v = 0x100u + (uint32_t)k;
+		slow_set(s_nb, d, v, 5);
+		CUdeviceptr dsts[1] = {e}, srcs[1] = {d};
+		size_t sizes[1] = {4}, idx[1] = {0}, fail = 0;
+		if (v1)
+			CK(((batch_v1_fn)fn)(dsts, srcs, sizes, 1, &attr, idx, 1, &fail, s_nb));
+		else
+			CK(((batch_v2_fn)fn)(dsts, srcs, sizes, 1, &attr, idx, 1, s_nb));
+		CK(cuStreamSynchronize(s_nb));
+		uint32_t got = read_u32(e);
+		CHECKF(got == v, "%s%s ABI: the copy read %#x, not the kernel's %#x", v1 ? "12.8" : "13.0",
+		       ptsz ? " per-thread" : "", got, v);
+	}
+	CK(cuMemFree(d));
+	CK(cuMemFree(e));
+}
+
 static const struct prog_test tests[] = {
     {"htod", t_htod},
     {"dtoh", t_dtoh},
@@ -550,6 +587,7 @@ static const struct prog_test tests[] = {
     {"2d_3d_peer", t_2d_3d_peer},
     {"free_pending", t_free_pending},
     {"batch", t_batch},
+    {"batch_abis", t_batch_abis},
 };
 
 int main(int argc, char **argv)
