@@ -158,7 +158,8 @@ CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 	ve__real_ready();
 	return elapsed_time(ms, a, b, ve__real_elapsed_v1);
 }
-#define ELAPSED_V1 {(void *const *)&ve__real_elapsed_v1, "cuEventElapsedTime", (void *)&cuEventElapsedTime},
+#define ELAPSED_V1                                                                                 \
+	{(void *const *)&ve__real_elapsed_v1, "cuEventElapsedTime", (void *)&cuEventElapsedTime},
 #else
 #define ELAPSED_V1 /* the header's cuEventElapsedTime is the first ABI: hooked as such */
 #endif
