@@ -46,6 +46,7 @@
 #include "backend/cuda_driver.h"
 #include "runtime/runtime.h"
 #include "shim/shim.h"
+#include "shim/hmap.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -55,7 +56,6 @@
 
 #define GMAP_CAP   8192u /* power of two */
 #define KEY_EMPTY  ((uintptr_t)0)
-#define KEY_TOMB   ((uintptr_t)1)
 #define MAX_DEPTH  8
 #define MAX_NODES  (1u << 20)
 
@@ -84,28 +84,20 @@ static struct gdeferred gdef[256];
 static uint32_t ngdef;
 static void sweep_deferred_locked(void);
 
+/* k's slot (gmap_lock held; slots move when another is removed, so a
+ * pointer lives only as long as the lock). Kept at most 3/4 full so probes
+ * stay short. */
 static struct gslot *gfind(uintptr_t k, bool insert)
 {
-	if (k <= KEY_TOMB)
+	if (k == KEY_EMPTY)
 		return NULL;
-	uint32_t h = (uint32_t)ve__mix64((uint64_t)k) & (GMAP_CAP - 1);
-	struct gslot *tomb = NULL, *slot = NULL;
-	for (uint32_t i = 0; i < GMAP_CAP; i++, h = (h + 1) & (GMAP_CAP - 1)) {
-		struct gslot *s = &gmap[h];
-		if (s->key == k)
-			return s;
-		if (s->key == KEY_TOMB && !tomb)
-			tomb = s;
-		if (s->key == KEY_EMPTY) {
-			slot = s;
-			break;
-		}
-	}
-	/* Kept at most 3/4 full so probes stay short. */
-	if (!insert || 4 * (gmap_n + 1) > 3 * GMAP_CAP)
+	uint32_t i = ve__probe_find(gmap, sizeof(gmap[0]), GMAP_CAP, k, insert);
+	if (i == VE__PROBE_NONE)
 		return NULL;
-	struct gslot *s = tomb ? tomb : slot;
-	if (!s)
+	struct gslot *s = &gmap[i];
+	if (s->key == k)
+		return s;
+	if (4 * (gmap_n + 1) > 3 * GMAP_CAP)
 		return NULL;
 	memset(s, 0, sizeof(*s));
 	s->key = k;
@@ -380,14 +372,21 @@ void ve__gexec_quiesce_all(void)
 {
 	if (!ve__shim_is_active())
 		return;
-	/* Every exec's last launch; the ones done are forgotten. */
-	for (uint32_t i = 0; i < GMAP_CAP; i++) {
-		pthread_mutex_lock(&gmap_lock);
-		ve_tok t = gmap[i].key > KEY_TOMB ? gmap[i].last : VE_TOK_NONE;
-		pthread_mutex_unlock(&gmap_lock);
-		if (t != VE_TOK_NONE)
-			ve_vctx_tok_wait(ve__shim.v, t);
-	}
+	/* Every exec's last launch, taken at once (slots move when an exec is
+	 * destroyed, so a scan that dropped the lock could miss one), then
+	 * waited for without the lock. */
+	static ve_tok toks[GMAP_CAP];
+	static pthread_mutex_t toks_lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&toks_lock);
+	uint32_t n = 0;
+	pthread_mutex_lock(&gmap_lock);
+	for (uint32_t i = 0; i < GMAP_CAP; i++)
+		if (gmap[i].key != KEY_EMPTY && gmap[i].last != VE_TOK_NONE)
+			toks[n++] = gmap[i].last;
+	pthread_mutex_unlock(&gmap_lock);
+	for (uint32_t i = 0; i < n; i++)
+		ve_vctx_tok_wait(ve__shim.v, toks[i]);
+	pthread_mutex_unlock(&toks_lock);
 }
 
 bool ve__gexec_pending(void)
@@ -397,7 +396,7 @@ bool ve__gexec_pending(void)
 	bool any = false;
 	pthread_mutex_lock(&gmap_lock);
 	for (uint32_t i = 0; i < GMAP_CAP && !any; i++)
-		any = gmap[i].key > KEY_TOMB && gmap[i].last != VE_TOK_NONE &&
+		any = gmap[i].key != KEY_EMPTY && gmap[i].last != VE_TOK_NONE &&
 		      !ve_vctx_tok_done(ve__shim.v, gmap[i].last);
 	pthread_mutex_unlock(&gmap_lock);
 	return any;
@@ -431,7 +430,7 @@ CUresult ve__gexec_destroy(CUgraphExec x)
 		t = s->last;
 		copies = s->copies;
 		s->copies = NULL;
-		s->key = KEY_TOMB;
+		ve__probe_remove(gmap, sizeof(gmap[0]), GMAP_CAP, (uint32_t)(s - gmap));
 		gmap_n--;
 	}
 	if (t != VE_TOK_NONE && !ve_vctx_tok_done(ve__shim.v, t) &&

@@ -5,24 +5,57 @@
 
 #include <errno.h>
 
-#define MASK (VE__HMAP_CAP - 1)
+#include <string.h>
+
+static uint32_t home(uintptr_t k, uint32_t cap)
+{
+	return (uint32_t)ve__mix64((uint64_t)k) & (cap - 1);
+}
+
+static uintptr_t key_at(const void *tab, size_t sz, uint32_t i)
+{
+	uintptr_t k;
+	memcpy(&k, (const char *)tab + (size_t)i * sz, sizeof(k));
+	return k;
+}
+
+uint32_t ve__probe_find(const void *tab, size_t sz, uint32_t cap, uintptr_t k, bool insert)
+{
+	uint32_t h = home(k, cap);
+	for (uint32_t n = 0; n < cap; n++, h = (h + 1) & (cap - 1)) {
+		uintptr_t at = key_at(tab, sz, h);
+		if (at == k)
+			return h;
+		if (at == 0)
+			return insert ? h : VE__PROBE_NONE;
+	}
+	return VE__PROBE_NONE; /* full, k absent */
+}
+
+void ve__probe_remove(void *tab, size_t sz, uint32_t cap, uint32_t hole)
+{
+	char *t = tab;
+	static const uintptr_t empty = 0;
+	/* The hole is always empty, so the scan ends, in a full table too. */
+	memcpy(t + (size_t)hole * sz, &empty, sizeof(empty));
+	for (uint32_t j = (hole + 1) & (cap - 1);; j = (j + 1) & (cap - 1)) {
+		uintptr_t k = key_at(tab, sz, j);
+		if (k == 0)
+			return;
+		uint32_t hm = home(k, cap);
+		/* It stays where it is if its home lies cyclically in (hole, j]. */
+		bool stays = hole <= j ? (hole < hm && hm <= j) : (hole < hm || hm <= j);
+		if (stays)
+			continue;
+		memcpy(t + (size_t)hole * sz, t + (size_t)j * sz, sz);
+		memcpy(t + (size_t)j * sz, &empty, sizeof(empty));
+		hole = j;
+	}
+}
 
 uint32_t ve__hmap_home(uintptr_t k)
 {
-	return (uint32_t)ve__mix64((uint64_t)k) & MASK;
-}
-
-static struct ve__hslot *find(struct ve__hmap *m, uintptr_t k, bool insert)
-{
-	uint32_t h = ve__hmap_home(k);
-	for (uint32_t i = 0; i < VE__HMAP_CAP; i++, h = (h + 1) & MASK) {
-		struct ve__hslot *s = &m->tab[h];
-		if (s->key == k)
-			return s;
-		if (s->key == 0)
-			return insert ? s : NULL;
-	}
-	return NULL; /* full, k absent */
+	return home(k, VE__HMAP_CAP);
 }
 
 struct ve__hslot *ve__hmap_get_locked(struct ve__hmap *m, uintptr_t k, bool insert)
@@ -30,35 +63,21 @@ struct ve__hslot *ve__hmap_get_locked(struct ve__hmap *m, uintptr_t k, bool inse
 	if (k == 0)
 		return NULL;
 	pthread_mutex_lock(&m->lock);
-	struct ve__hslot *s = find(m, k, insert);
-	if (!s)
+	uint32_t i = ve__probe_find(m->tab, sizeof(m->tab[0]), VE__HMAP_CAP, k, insert);
+	if (i == VE__PROBE_NONE) {
 		pthread_mutex_unlock(&m->lock);
-	else if (insert)
-		s->key = k;
-	return s;
+		return NULL;
+	}
+	m->tab[i].key = k;
+	return &m->tab[i];
 }
 
-/* Knuth's algorithm R: the entries after the hole in its probe chain move
- * back into it where their own chain allows, so every chain stays unbroken
- * and no tombstone is left. */
 int ve__hmap_del(struct ve__hmap *m, uintptr_t k)
 {
 	struct ve__hslot *s = ve__hmap_get_locked(m, k, false);
 	if (!s)
 		return -ENOENT;
-	/* The hole is always empty, so the scan ends, in a full table too. */
-	s->key = 0;
-	uint32_t hole = (uint32_t)(s - m->tab);
-	for (uint32_t j = (hole + 1) & MASK; m->tab[j].key != 0; j = (j + 1) & MASK) {
-		uint32_t home = ve__hmap_home(m->tab[j].key);
-		/* It stays where it is if its home lies cyclically in (hole, j]. */
-		bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-		if (stays)
-			continue;
-		m->tab[hole] = m->tab[j];
-		m->tab[j].key = 0;
-		hole = j;
-	}
+	ve__probe_remove(m->tab, sizeof(m->tab[0]), VE__HMAP_CAP, (uint32_t)(s - m->tab));
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }

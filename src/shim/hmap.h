@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define VE__HMAP_CAP 32768u /* power of two */
@@ -36,6 +37,17 @@ struct ve__hmap {
 };
 
 #define VE__HMAP_INIT {.lock = PTHREAD_MUTEX_INITIALIZER}
+
+/* Linear probing over any table of 'cap' (a power of two) slots of 'sz'
+ * bytes whose first member is a uintptr_t key, 0 meaning empty (the graph
+ * execs' map uses these too). The caller holds whatever lock guards 'tab'. */
+#define VE__PROBE_NONE UINT32_MAX
+/* k's slot, else (insert) the empty slot where k goes; VE__PROBE_NONE:
+ * absent, or no room. */
+uint32_t ve__probe_find(const void *tab, size_t sz, uint32_t cap, uintptr_t k, bool insert);
+/* Empties slot i and shifts the rest of its probe chain back (Knuth's
+ * algorithm R): every chain stays unbroken and no tombstone is left. */
+void ve__probe_remove(void *tab, size_t sz, uint32_t cap, uint32_t i);
 
 /* k's slot with the map locked (the caller unlocks m->lock), or NULL and
  * unlocked: k absent (insert false), the map full, or k == 0. With insert,
