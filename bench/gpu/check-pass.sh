@@ -12,7 +12,8 @@
 #                                               (default det,host,serve)
 # graphs: bench/gpu/graphs/run (graphs.json, about 6 min); decpair: only its
 # decode replay, alone and as a pair of servers against MPS, DECPAIR_ROUNDS
-# (3) alternating rounds (graphs-decode.json, about 3 min); decode: greedy
+# (3) alternating rounds within DECPAIR_BUDGET s (270) (graphs-decode.json,
+# about 3 min); decode: greedy
 # decode flips, 100 generations of 64 tokens per mode (decode.json, about 5 min).
 # Knobs: MODES, TPOT_ARGS, SERVE_RUNS, SERVE_S, SERVE_BUDGET, SERVE_TIMEOUT, SERVE_ARGS
 # (extra arguments of bench/gpu/mixed, e.g. "--arrivals bursty" or "--merge --out F") (serve);
@@ -136,8 +137,8 @@ if has graphs; then
 fi
 if has decpair; then
 	note "decode replay of CUDA graphs: alone, then two servers under MPS and through ved"
-	timeout 300 python3 bench/gpu/graphs/run --programs "" --torch "" --skip-backend-check \
-		--pair-rounds ${DECPAIR_ROUNDS:-3} --budget-s 270 --out "$W/decpair" \
+	timeout $(( ${DECPAIR_BUDGET:-270} + 30 )) python3 bench/gpu/graphs/run --programs "" --torch "" --skip-backend-check \
+		--pair-rounds ${DECPAIR_ROUNDS:-3} --budget-s ${DECPAIR_BUDGET:-270} --out "$W/decpair" \
 		--json "$OUTDIR/graphs-decode.json" >"$W/decpair.txt" 2>&1
 	tail -12 "$W/decpair.txt"
 	grep -h "grants:" "$W"/decpair/logs/*ved*.log 2>/dev/null | head -6
