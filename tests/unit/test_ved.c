@@ -1081,6 +1081,18 @@ static void many(const char *policy, uint64_t base, bool kill_some)
 	int nkilled = 0, back_after = 0;
 	if (kill_some) {
 		uint64_t r = seed;
+		/* Every client registered first: under a sanitizer on a loaded
+		 * machine a client's set-up took longer than the wait below, ved
+		 * was killed before anyone had joined it, and nothing failed over. */
+		int joined = 0;
+		for (int t = 0; t < 1000 && joined < NCLIENTS; t++) {
+			if (status() == 0)
+				joined = (int)st_msg()->nclients;
+			if (joined < NCLIENTS)
+				usleep(10000);
+		}
+		VE_CHECK_MSG(joined == NCLIENTS, "only %d of %d clients joined ved in 10 s", joined,
+			     NCLIENTS);
 		usleep(300000 + rnd(&r, 300000));
 		/* Two clients die mid-run; ved reclaims their leases. */
 		for (int k = 0; k < 2; k++) {
