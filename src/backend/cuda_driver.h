@@ -111,6 +111,12 @@
 	X(cuMemcpyDtoDAsync)                                                                       \
 	X(cuMemcpy2D)                                                                              \
 	X(cuMemcpy2DUnaligned)                                                                     \
+	X(cuMemcpyHtoA)                                                                            \
+	X(cuMemcpyAtoH)                                                                            \
+	X(cuMemcpyDtoA)                                                                            \
+	X(cuMemcpyAtoD)                                                                            \
+	X(cuMemcpyAtoA)                                                                            \
+	X(cuMemcpy3DPeer)                                                                          \
 	X(cuMemcpy2DAsync)                                                                         \
 	X(cuMemcpy3D)                                                                              \
 	X(cuMemcpy3DAsync)                                                                         \

@@ -1242,6 +1242,32 @@ CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *c)
 	BARRIER_CALL(&t, VE_CALL(cuMemcpy2DUnaligned, (c)));
 }
 
+/* Synchronous copies the vctx has no operation for (CUDA arrays, peer 3D,
+ * as cudaMemcpyToArray, cudaMemcpy3DPeer and friends make them): the ordered
+ * pass-through on the default stream, after its logical work (unhooked, an
+ * array copy read its source before the kernel writing it had run). */
+#define DEFAULT_BARRIER_HOOK(name, params, args)                                                   \
+	CUresult name params                                                                       \
+	{                                                                                          \
+		struct ve_target t;                                                                \
+		resolve_default(&t);                                                               \
+		if (!t.virt)                                                                       \
+			return VE_CALL_T(name, VE_REAL_ID_##name, args);                            \
+		BARRIER_CALL(&t, VE_CALL_T(name, VE_REAL_ID_##name, args));                         \
+	}
+DEFAULT_BARRIER_HOOK(cuMemcpyHtoA, (CUarray dst, size_t off, const void *src, size_t n),
+		     (dst, off, src, n))
+DEFAULT_BARRIER_HOOK(cuMemcpyAtoH, (void *dst, CUarray src, size_t off, size_t n),
+		     (dst, src, off, n))
+DEFAULT_BARRIER_HOOK(cuMemcpyDtoA, (CUarray dst, size_t off, CUdeviceptr src, size_t n),
+		     (dst, off, src, n))
+DEFAULT_BARRIER_HOOK(cuMemcpyAtoD, (CUdeviceptr dst, CUarray src, size_t off, size_t n),
+		     (dst, src, off, n))
+DEFAULT_BARRIER_HOOK(cuMemcpyAtoA,
+		     (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n),
+		     (dst, doff, src, soff, n))
+DEFAULT_BARRIER_HOOK(cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *p), (p))
+
 CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
 {
 	struct ve_target t;
@@ -1539,6 +1565,12 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	X(cuMemcpyPeer)                                                                            \
 	X(cuMemcpy2D)                                                                              \
 	X(cuMemcpy2DUnaligned)                                                                     \
+	X(cuMemcpyHtoA)                                                                            \
+	X(cuMemcpyAtoH)                                                                            \
+	X(cuMemcpyDtoA)                                                                            \
+	X(cuMemcpyAtoD)                                                                            \
+	X(cuMemcpyAtoA)                                                                            \
+	X(cuMemcpy3DPeer)                                                                          \
 	X(cuMemcpy3D)                                                                              \
 	X(cuMemsetD8Async)                                                                         \
 	X(cuMemsetD16Async)                                                                        \

@@ -748,6 +748,95 @@ FC_DEF(cuMemcpyDtoDAsync_v2_ptsz,
        (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
        copy1(dstDevice, srcDevice, ByteCount, hStream, 0, 1, 1, 1))
 
+/* CUDA arrays, as far as the shim's tests need them: an array is a device
+ * allocation of Width x Height x NumChannels elements, its handle the
+ * allocation's address, and the array copies address it by byte offset. */
+static size_t format_bytes(CUarray_format f)
+{
+	switch (f) {
+	case CU_AD_FORMAT_UNSIGNED_INT8:
+	case CU_AD_FORMAT_SIGNED_INT8:
+		return 1;
+	case CU_AD_FORMAT_UNSIGNED_INT16:
+	case CU_AD_FORMAT_SIGNED_INT16:
+	case CU_AD_FORMAT_HALF:
+		return 2;
+	case CU_AD_FORMAT_UNSIGNED_INT32:
+	case CU_AD_FORMAT_SIGNED_INT32:
+	case CU_AD_FORMAT_FLOAT:
+		return 4;
+	default:
+		return 0;
+	}
+}
+
+CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	FC_ENTER();
+	struct fc_ctx *c;
+	CUresult r = fakecuda__ctx_get(&c);
+	if (r)
+		return r;
+	size_t eb = d ? format_bytes(d->Format) : 0;
+	if (!pHandle || !eb || !d->Width || (d->NumChannels != 1 && d->NumChannels != 2 &&
+					     d->NumChannels != 4))
+		return CUDA_ERROR_INVALID_VALUE;
+	uintptr_t p;
+	if ((r = dev_alloc(c, d->Width * (d->Height ? d->Height : 1) * d->NumChannels * eb, 0, &p)))
+		return r;
+	*pHandle = (CUarray)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuArrayDestroy(CUarray a)
+{
+	FC_ENTER();
+	struct fc_alloc al;
+	if (!a || !fakecuda__mem_find((uintptr_t)a, &al) || al.base != (uintptr_t)a ||
+	    al.kind != FC_MEM_DEVICE || al.freeing)
+		return CUDA_ERROR_INVALID_HANDLE;
+	fakecuda__device_sync(al.ctx->dev);
+	if (mem_del(al.base, FC_MEM_DEVICE, &al))
+		free_alloc(&al);
+	return CUDA_SUCCESS;
+}
+
+#define ARR(a, off) ((uintptr_t)(a) + (off))
+FC_DEF(cuMemcpyHtoA_v2, (CUarray dstArray, size_t dstOffset, const void *srcHost, size_t n),
+       copy1(ARR(dstArray, dstOffset), HOSTP(srcHost), n, NULL, 1, 0, 1, 0))
+FC_DEF(cuMemcpyHtoA_v2_ptds, (CUarray dstArray, size_t dstOffset, const void *srcHost, size_t n),
+       copy1(ARR(dstArray, dstOffset), HOSTP(srcHost), n, NULL, 1, 1, 1, 0))
+FC_DEF(cuMemcpyAtoH_v2, (void *dstHost, CUarray srcArray, size_t srcOffset, size_t n),
+       copy1(HOSTP(dstHost), ARR(srcArray, srcOffset), n, NULL, 1, 0, 0, 1))
+FC_DEF(cuMemcpyAtoH_v2_ptds, (void *dstHost, CUarray srcArray, size_t srcOffset, size_t n),
+       copy1(HOSTP(dstHost), ARR(srcArray, srcOffset), n, NULL, 1, 1, 0, 1))
+FC_DEF(cuMemcpyDtoA_v2, (CUarray dstArray, size_t dstOffset, CUdeviceptr src, size_t n),
+       copy1(ARR(dstArray, dstOffset), src, n, NULL, 1, 0, 1, 1))
+FC_DEF(cuMemcpyDtoA_v2_ptds, (CUarray dstArray, size_t dstOffset, CUdeviceptr src, size_t n),
+       copy1(ARR(dstArray, dstOffset), src, n, NULL, 1, 1, 1, 1))
+FC_DEF(cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray srcArray, size_t srcOffset, size_t n),
+       copy1(dst, ARR(srcArray, srcOffset), n, NULL, 1, 0, 1, 1))
+FC_DEF(cuMemcpyAtoD_v2_ptds, (CUdeviceptr dst, CUarray srcArray, size_t srcOffset, size_t n),
+       copy1(dst, ARR(srcArray, srcOffset), n, NULL, 1, 1, 1, 1))
+FC_DEF(cuMemcpyAtoA_v2,
+       (CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t n),
+       copy1(ARR(dstArray, dstOffset), ARR(srcArray, srcOffset), n, NULL, 1, 0, 1, 1))
+FC_DEF(cuMemcpyAtoA_v2_ptds,
+       (CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t n),
+       copy1(ARR(dstArray, dstOffset), ARR(srcArray, srcOffset), n, NULL, 1, 1, 1, 1))
+FC_DEF(cuMemcpyHtoAAsync_v2,
+       (CUarray dstArray, size_t dstOffset, const void *srcHost, size_t n, CUstream hStream),
+       copy1(ARR(dstArray, dstOffset), HOSTP(srcHost), n, hStream, 0, 0, 1, 0))
+FC_DEF(cuMemcpyHtoAAsync_v2_ptsz,
+       (CUarray dstArray, size_t dstOffset, const void *srcHost, size_t n, CUstream hStream),
+       copy1(ARR(dstArray, dstOffset), HOSTP(srcHost), n, hStream, 0, 1, 1, 0))
+FC_DEF(cuMemcpyAtoHAsync_v2,
+       (void *dstHost, CUarray srcArray, size_t srcOffset, size_t n, CUstream hStream),
+       copy1(HOSTP(dstHost), ARR(srcArray, srcOffset), n, hStream, 0, 0, 0, 1))
+FC_DEF(cuMemcpyAtoHAsync_v2_ptsz,
+       (void *dstHost, CUarray srcArray, size_t srcOffset, size_t n, CUstream hStream),
+       copy1(HOSTP(dstHost), ARR(srcArray, srcOffset), n, hStream, 0, 1, 0, 1))
+
 /* Resolves one side of a 2-D/3-D descriptor into a pointer and a checked kind. */
 static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray arr, size_t x,
 		     size_t y, size_t z, size_t pitch, size_t slice, size_t w, size_t h, size_t d,

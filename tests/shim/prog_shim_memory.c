@@ -580,6 +580,54 @@ static void t_batch_abis(void)
 	CK(cuMemFree(e));
 }
 
+/* Copies to and from CUDA arrays (cudaMemcpyToArray and friends) on the
+ * default stream, synchronous and asynchronous: each reads what a slow kernel
+ * just before it on the same stream writes. */
+static void t_arrays(void)
+{
+	CUDA_ARRAY_DESCRIPTOR desc = {.Width = 16, .Height = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT32,
+				      .NumChannels = 1};
+	CUarray a, b;
+	CK(cuArrayCreate(&a, &desc));
+	CK(cuArrayCreate(&b, &desc));
+	CUdeviceptr d = dalloc(64), e = dalloc(64);
+	uint32_t v = 0;
+	/* device -> array -> array -> device, each behind a slow kernel */
+	slow_set(NULL, d, 0x11, 5);
+	CK(cuMemcpyDtoA(a, 4, d, 4));
+	CK(cuMemcpyAtoA(b, 8, a, 4, 4));
+	CK(cuMemcpyAtoD(e, b, 8, 4));
+	CK(cuCtxSynchronize());
+	CHECKF(read_u32(e) == 0x11, "array copies after a kernel read %#x, not 0x11", read_u32(e));
+	/* array -> host (synchronous, pageable: returns with the data) */
+	slow_set(NULL, d, 0x22, 5);
+	CK(cuMemcpyDtoA(a, 0, d, 4));
+	CK(cuMemcpyAtoH(&v, a, 0, 4));
+	CHECKF(v == 0x22, "cuMemcpyAtoH read %#x, not 0x22", v);
+	/* host -> array behind a kernel that reads the array */
+	uint32_t w = 0x33;
+	CK(cuMemcpyHtoA(a, 12, &w, 4));
+	CK(cuMemcpyAtoD(e, a, 12, 4));
+	CK(cuCtxSynchronize());
+	CHECK(read_u32(e) == 0x33);
+	/* the asynchronous forms on a stream, from and to pinned memory */
+	uint8_t *pinb = host_alloc(H_ALLOCHOST, 8);
+	uint32_t *pin = (uint32_t *)(void *)pinb;
+	slow_set(s_nb, d, 0x44, 5);
+	CK(cuMemcpyDtoDAsync(d + 4, d, 4, s_nb));
+	pin[0] = 0x55;
+	CK(cuMemcpyHtoAAsync(b, 0, pin, 4, s_nb));
+	CK(cuMemcpyAtoHAsync(pin + 1, b, 0, 4, s_nb));
+	CK(cuStreamSynchronize(s_nb));
+	CHECKF(read_u32(d + 4) == 0x44 && pin[1] == 0x55, "async array copies: %#x %#x",
+	       read_u32(d + 4), pin[1]);
+	host_free(H_ALLOCHOST, pinb);
+	CK(cuArrayDestroy(a));
+	CK(cuArrayDestroy(b));
+	CK(cuMemFree(d));
+	CK(cuMemFree(e));
+}
+
 static const struct prog_test tests[] = {
     {"htod", t_htod},
     {"dtoh", t_dtoh},
@@ -588,6 +636,7 @@ static const struct prog_test tests[] = {
     {"free_pending", t_free_pending},
     {"batch", t_batch},
     {"batch_abis", t_batch_abis},
+    {"arrays", t_arrays},
 };
 
 int main(int argc, char **argv)
