@@ -95,6 +95,12 @@
 	X(cuMemAllocHost)                                                                          \
 	X(cuMemHostAlloc)                                                                          \
 	X(cuMemFreeHost)                                                                           \
+	X(cuArrayDestroy)                                                                          \
+	X(cuMipmappedArrayDestroy)                                                                 \
+	X(cuTexObjectDestroy)                                                                      \
+	X(cuSurfObjectDestroy)                                                                     \
+	X(cuDestroyExternalMemory)                                                                 \
+	X(cuDevicePrimaryCtxReset)                                                                 \
 	X(cuMemHostRegister)                                                                       \
 	X(cuMemHostUnregister)                                                                     \
 	X(cuMemHostGetDevicePointer)                                                               \

@@ -1461,6 +1461,24 @@ CUresult cuMemHostUnregister(void *p)
 	return VE_CALL0(cuMemHostUnregister, (p));
 }
 
+/* Other frees of what queued kernels may use (arrays behind texture and
+ * surface objects, the objects themselves, imported memory) and a reset of
+ * the context that owns it all (cudaDeviceReset): after the logical work,
+ * as cuMemFree. */
+#define FREE_AFTER_WORK(name, params, args)                                                        \
+	CUresult name params                                                                       \
+	{                                                                                          \
+		if (ve__shim_is_active())                                                          \
+			ve_vctx_ctx_sync(V());                                                     \
+		return VE_CALL_IN(&ve__real, name, VE_REAL_ID_##name, args);                       \
+	}
+FREE_AFTER_WORK(cuArrayDestroy, (CUarray a), (a))
+FREE_AFTER_WORK(cuMipmappedArrayDestroy, (CUmipmappedArray a), (a))
+FREE_AFTER_WORK(cuTexObjectDestroy, (CUtexObject o), (o))
+FREE_AFTER_WORK(cuSurfObjectDestroy, (CUsurfObject o), (o))
+FREE_AFTER_WORK(cuDestroyExternalMemory, (CUexternalMemory m), (m))
+FREE_AFTER_WORK(cuDevicePrimaryCtxReset, (CUdevice d), (d))
+
 /* Unloading a module frees its functions: launches of them still queued in
  * the vctx would reach the driver afterwards and fail (natively they were
  * enqueued at their calls and run). So, as for frees, the caller first waits
@@ -1603,6 +1621,12 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	X(cuMemFree)                                                                               \
 	X(cuMemFreeHost)                                                                           \
 	X(cuMemHostUnregister)                                                                     \
+	X(cuArrayDestroy)                                                                          \
+	X(cuMipmappedArrayDestroy)                                                                 \
+	X(cuTexObjectDestroy)                                                                      \
+	X(cuSurfObjectDestroy)                                                                     \
+	X(cuDestroyExternalMemory)                                                                 \
+	X(cuDevicePrimaryCtxReset)                                                                 \
 	X(cuModuleUnload)                                                                          \
 	X(cuLibraryUnload)                                                                         \
 	X(cuCtxSynchronize)                                                                        \

@@ -621,8 +621,13 @@ static void t_arrays(void)
 	CK(cuStreamSynchronize(s_nb));
 	CHECKF(read_u32(d + 4) == 0x44 && pin[1] == 0x55, "async array copies: %#x %#x",
 	       read_u32(d + 4), pin[1]);
-	host_free(H_ALLOCHOST, pinb);
+	/* Destroying an array waits for the logical work before it, as cuMemFree
+	 * does (a queued kernel may read it through a texture object). */
+	slow_set(s_nb, d, 0x66, 10);
+	CK(cuMemcpyDtoHAsync(pin, d, 4, s_nb));
 	CK(cuArrayDestroy(a));
+	CHECKF(pin[0] == 0x66, "cuArrayDestroy returned before the work queued before it ran");
+	host_free(H_ALLOCHOST, pinb);
 	CK(cuArrayDestroy(b));
 	CK(cuMemFree(d));
 	CK(cuMemFree(e));
