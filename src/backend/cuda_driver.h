@@ -95,6 +95,8 @@
 	X(cuMemAllocHost)                                                                          \
 	X(cuMemHostAlloc)                                                                          \
 	X(cuMemFreeHost)                                                                           \
+	X(cuCtxRecordEvent)                                                                        \
+	X(cuCtxWaitEvent)                                                                          \
 	X(cuArrayDestroy)                                                                          \
 	X(cuMipmappedArrayDestroy)                                                                 \
 	X(cuTexObjectDestroy)                                                                      \

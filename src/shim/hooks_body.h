@@ -1479,6 +1479,41 @@ FREE_AFTER_WORK(cuSurfObjectDestroy, (CUsurfObject o), (o))
 FREE_AFTER_WORK(cuDestroyExternalMemory, (CUexternalMemory m), (m))
 FREE_AFTER_WORK(cuDevicePrimaryCtxReset, (CUdevice d), (d))
 
+/* Context-wide event record and wait (CUDA 12.5). The driver's call comes
+ * first, for its checks and errors (a capture in progress makes it fail and
+ * invalidates the capture); then the logical work it must cover, which the
+ * driver cannot see. A record waits for the context's logical work and
+ * records the event logically where nothing is pending, so it completes
+ * after all of it; a wait returns once the event completed, so nothing the
+ * context gets later starts before it. Both block the caller where the
+ * driver would not. */
+static bool shim_ctx(CUcontext c)
+{
+	if (!c && ve__real.cuCtxGetCurrent)
+		ve__real.cuCtxGetCurrent(&c);
+	return ve__shim_is_active() && c == ve__shim.ctx;
+}
+
+CUresult cuCtxRecordEvent(CUcontext c, CUevent e)
+{
+	CUresult r = VE_CALL0(cuCtxRecordEvent, (c, e));
+	struct ve_event_info ei;
+	if (r != CUDA_SUCCESS || !shim_ctx(c) || ve__emap_get(e, &ei))
+		return r;
+	int rc = ve_vctx_ctx_sync(V());
+	if (rc)
+		return ve__sync_error(rc);
+	return event_record(e, NULL, 0, false);
+}
+
+CUresult cuCtxWaitEvent(CUcontext c, CUevent e)
+{
+	CUresult r = VE_CALL0(cuCtxWaitEvent, (c, e));
+	if (r != CUDA_SUCCESS || !shim_ctx(c))
+		return r;
+	return cuEventSynchronize(e);
+}
+
 /* Unloading a module frees its functions: launches of them still queued in
  * the vctx would reach the driver afterwards and fail (natively they were
  * enqueued at their calls and run). So, as for frees, the caller first waits
@@ -1621,6 +1656,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	X(cuMemFree)                                                                               \
 	X(cuMemFreeHost)                                                                           \
 	X(cuMemHostUnregister)                                                                     \
+	X(cuCtxRecordEvent)                                                                        \
+	X(cuCtxWaitEvent)                                                                          \
 	X(cuArrayDestroy)                                                                          \
 	X(cuMipmappedArrayDestroy)                                                                 \
 	X(cuTexObjectDestroy)                                                                      \

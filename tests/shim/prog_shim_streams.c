@@ -1107,6 +1107,42 @@ static void t_elapsed_abis(void)
 	CK(cuMemFree(p));
 }
 
+/* Context-wide record and wait (cuCtxRecordEvent, cuCtxWaitEvent, CUDA
+ * 12.5): the record covers work on every stream of the context, logical work
+ * included; a wait orders later work of the context after the event. */
+static void t_ctx_events(void)
+{
+	CUstream a, b;
+	CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+	CUevent e;
+	CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CUdeviceptr p = dalloc(8);
+	CK(cuMemsetD32(p, 0, 2));
+	slow_set(a, p, 7, 20);
+	slow_set(b, p + 4, 8, 10);
+	CK(cuCtxRecordEvent(pctx, e));
+	CK(cuEventSynchronize(e));
+	CHECKF(read_u32(p) == 7 && read_u32(p + 4) == 8,
+	       "the context-wide record completed before the work before it: %u %u", read_u32(p),
+	       read_u32(p + 4));
+	/* A wait: later work of the context starts after the event. */
+	slow_set(a, p, 9, 20);
+	CK(cuEventRecord(e, a));
+	CK(cuCtxWaitEvent(pctx, e));
+	CUstream c;
+	CK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+	CK(cuMemcpyDtoDAsync(p + 4, p, 4, c));
+	CK(cuStreamSynchronize(c));
+	CHECKF(read_u32(p + 4) == 9, "work after cuCtxWaitEvent ran before the event: %u",
+	       read_u32(p + 4));
+	CK(cuEventDestroy(e));
+	CK(cuStreamDestroy(a));
+	CK(cuStreamDestroy(b));
+	CK(cuStreamDestroy(c));
+	CK(cuMemFree(p));
+}
+
 /* As many live events and streams as a program keeps natively (a timing loop keeps
  * thousands of events): none refused with a false out-of-memory. Events beyond what
  * the shim tracks still order work. */
@@ -1176,6 +1212,7 @@ static const struct prog_test tests[] = {
     {"threads", t_threads},	  {"destroy_pending", t_destroy_pending},
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
     {"ipc_event", t_ipc_event},	  {"elapsed_abis", t_elapsed_abis},
+    {"ctx_events", t_ctx_events},
     {"scale_objects", t_many_objects}, {"scale_threads", t_thread_churn},
 };
 

@@ -21,7 +21,8 @@
  * known_deviations below, which hold natively and not (yet) under Vitamin-E. */
 static const char *const streams_shim_tests[] = {
     "chains",  "legacy", "per_thread",	    "events", "events_rerecord_timed",
-    "hostfn",  "memops", "threads", "destroy_pending", "ipc_event", "elapsed_abis", NULL};
+    "hostfn",  "memops", "threads", "destroy_pending", "ipc_event", "elapsed_abis",
+    "ctx_events", NULL};
 static const char *const launch_shim_tests[] = {
     "params",	   "launch_ex", "launch_errors", "config_errors", "block_errors",
     "graphs", "passthrough", "foreign",	     "capture_busy",  "function_limits",
