@@ -72,6 +72,7 @@ module_of() {
 	include/ve/*) mod=ve ;;
 	tools/*) mod=tools ;;
 	src/*/*) mod=${1#src/}; mod=${mod%%/*} ;;
+	src/*) mod=${1#src/} ;; # a file outside every module: in no layer
 	*) mod="?" ;;
 	esac
 }

@@ -110,6 +110,7 @@ struct ve_vctx {
 	uint32_t event_free;
 	uint32_t nevents_live;
 	uint64_t next_generation;
+	ve_tok ctx_barrier; /* ve_vctx_ctx_wait_event: where streams created later start */
 
 	uint32_t ready_head, ready_tail, nready;
 	uint32_t pipe_head, pipe_tail, npipe; /* pipeline candidates (docs/architecture.md, "Dispatch") */
@@ -350,6 +351,9 @@ static int stream_alloc(struct ve_vctx *v, uint8_t kind, unsigned flags, int pri
 	uint32_t gen = (s->gen | 1u) + 2u; /* stays odd, never reuses the previous handle */
 	*s = (struct stream){.gen = gen, .state = OBJ_LIVE, .kind = kind, .flags = flags,
 			     .priority = prio};
+	/* After a context-wide wait, streams created later start behind it too. */
+	if (ve__tok_live(&v->tt, v->ctx_barrier))
+		s->tail = v->ctx_barrier;
 	v->nstreams_live++;
 	*idx = i;
 	return 0;
@@ -1080,6 +1084,103 @@ int ve_vctx_event_record(struct ve_vctx *v, ve_event eh, ve_stream sh, uint64_t 
 	e->generation = gen;
 	e->t_valid = 0;
 	e->tok = record_locked(v, sidx, &d, NULL, NULL, 0, false, &woke);
+out:
+	unlock_notify(v, woke);
+	return rc;
+}
+
+/* Tails of every stream but 'skip' with work pending, into out (max entries). */
+static uint32_t live_tails(struct ve_vctx *v, uint32_t skip, ve_tok *out, uint32_t max)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < v->cfg.max_streams && n < max; i++) {
+		struct stream *s = &v->streams[i];
+		if (i != skip && s->state != OBJ_FREE && ve__tok_live(&v->tt, s->tail))
+			out[n++] = s->tail;
+	}
+	return n;
+}
+
+int ve_vctx_event_record_after_all(struct ve_vctx *v, ve_event eh, ve_stream sh,
+				   uint64_t app_event)
+{
+	if (!v)
+		return -EINVAL;
+	ve_tok *tails = malloc(v->cfg.max_streams * sizeof(*tails));
+	if (!tails)
+		return -ENOMEM;
+	bool woke = false;
+	int rc;
+	pthread_mutex_lock(&v->lock);
+	for (;;) {
+		uint32_t sidx = 0;
+		struct stream *s = stream_get(v, sh, &sidx);
+		if (!event_get(v, eh) || !s) {
+			rc = -ENOENT;
+			break;
+		}
+		uint32_t n = live_tails(v, sidx, tails, v->cfg.max_streams);
+		rc = wait_capacity(v, 0, s, n, 0);
+		if (rc)
+			break;
+		/* wait_capacity may have slept: take the tails again; fewer or as
+		 * many fit the room it found. */
+		struct event *e = event_get(v, eh);
+		s = stream_get(v, sh, &sidx);
+		if (!e || !s) {
+			rc = -ENOENT;
+			break;
+		}
+		uint32_t m = live_tails(v, sidx, tails, v->cfg.max_streams);
+		if (m > n)
+			continue;
+		struct ve_desc d = {.kind = VE_OP_EVENT_RECORD};
+		if (!(e->flags & VE_EVENT_DISABLE_TIMING))
+			d.flags |= VE_DESC_TIMED;
+		uint64_t gen = v->next_generation++;
+		d.u.ev.event_idx = (uint32_t)eh;
+		d.u.ev.generation = gen;
+		d.u.ev.app_event = app_event;
+		d.key = ve_desc_key(&d);
+		e->generation = gen;
+		e->t_valid = 0;
+		e->tok = record_locked(v, sidx, &d, NULL, tails, m, false, &woke);
+		break;
+	}
+	unlock_notify(v, woke);
+	free(tails);
+	return rc;
+}
+
+int ve_vctx_ctx_wait_event(struct ve_vctx *v, ve_event eh)
+{
+	if (!v)
+		return -EINVAL;
+	bool woke = false;
+	int rc = 0;
+	pthread_mutex_lock(&v->lock);
+	struct event *e = event_get(v, eh);
+	if (!e) {
+		rc = -ENOENT;
+		goto out;
+	}
+	ve_tok gtok = e->tok;
+	uint64_t generation = e->generation;
+	if (!ve__tok_live(&v->tt, gtok))
+		goto out; /* nothing to wait for */
+	v->ctx_barrier = gtok;
+	for (uint32_t i = 0; i < v->cfg.max_streams && rc == 0; i++) {
+		if (v->streams[i].state != OBJ_LIVE)
+			continue;
+		rc = wait_capacity(v, 0, &v->streams[i], 1, 0);
+		if (rc || v->streams[i].state != OBJ_LIVE || !ve__tok_live(&v->tt, gtok))
+			continue;
+		struct ve_desc d = {.kind = VE_OP_EVENT_WAIT};
+		d.u.ev.event_idx = (uint32_t)eh;
+		d.u.ev.generation = generation;
+		d.key = ve_desc_key(&d);
+		record_locked(v, i, &d, NULL, &gtok, 1, false, &woke);
+	}
 out:
 	unlock_notify(v, woke);
 	return rc;

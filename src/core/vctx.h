@@ -121,6 +121,13 @@ int ve_vctx_event_create(struct ve_vctx *v, unsigned flags, ve_event *out);
 int ve_vctx_event_destroy(struct ve_vctx *v, ve_event e);
 /* app_event is passed to the backend in the record marker (0 if none). */
 int ve_vctx_event_record(struct ve_vctx *v, ve_event e, ve_stream s, uint64_t app_event);
+/* As ve_vctx_event_record, and after the work pending on every other stream
+ * too (a context-wide record, cuCtxRecordEvent). */
+int ve_vctx_event_record_after_all(struct ve_vctx *v, ve_event e, ve_stream s,
+				   uint64_t app_event);
+/* A context-wide wait (cuCtxWaitEvent): every stream's later work, and every
+ * stream created later, waits for the event's current generation. */
+int ve_vctx_ctx_wait_event(struct ve_vctx *v, ve_event e);
 /* 0 if never recorded or its current generation completed, -EBUSY otherwise. */
 int ve_vctx_event_query(struct ve_vctx *v, ve_event e);
 int ve_vctx_event_sync(struct ve_vctx *v, ve_event e);

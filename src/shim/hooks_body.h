@@ -17,6 +17,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1480,18 +1481,35 @@ FREE_AFTER_WORK(cuDestroyExternalMemory, (CUexternalMemory m), (m))
 FREE_AFTER_WORK(cuDevicePrimaryCtxReset, (CUdevice d), (d))
 
 /* Context-wide event record and wait (CUDA 12.5). The driver's call comes
- * first, for its checks and errors (a capture in progress makes it fail and
- * invalidates the capture); then the logical work it must cover, which the
- * driver cannot see. A record waits for the context's logical work and
- * records the event logically where nothing is pending, so it completes
- * after all of it; a wait returns once the event completed, so nothing the
- * context gets later starts before it. Both block the caller where the
- * driver would not. */
+ * first, for its checks and errors (a capture in progress fails it and
+ * invalidates the capture); then, on the application's context, the logical
+ * work it must cover, which the driver cannot see: the record becomes a
+ * logical record after every stream's pending work (on a stream of the
+ * shim's own, so it orders no application stream), and the wait puts every
+ * stream, and every stream created later, behind the event. Neither blocks.
+ * A wait of another context on one of our events first waits on the host,
+ * as a foreign stream's cuStreamWaitEvent does. */
 static bool shim_ctx(CUcontext c)
 {
+	if (!ve__shim_is_active())
+		return false;
 	if (!c && ve__real.cuCtxGetCurrent)
 		ve__real.cuCtxGetCurrent(&c);
-	return ve__shim_is_active() && c == ve__shim.ctx;
+	return c == ve__shim.ctx;
+}
+
+static int ctx_record_stream(ve_stream *out)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static ve_stream ls;
+	static bool made;
+	int rc = 0;
+	pthread_mutex_lock(&mu);
+	if (!made && (rc = ve_vctx_stream_create(V(), VE_STREAM_NON_BLOCKING, 0, &ls)) == 0)
+		made = true;
+	*out = ls;
+	pthread_mutex_unlock(&mu);
+	return rc;
 }
 
 CUresult cuCtxRecordEvent(CUcontext c, CUevent e)
@@ -1500,18 +1518,32 @@ CUresult cuCtxRecordEvent(CUcontext c, CUevent e)
 	struct ve_event_info ei;
 	if (r != CUDA_SUCCESS || !shim_ctx(c) || ve__emap_get(e, &ei))
 		return r;
-	int rc = ve_vctx_ctx_sync(V());
+	ve_stream ls;
+	int rc = ctx_record_stream(&ls);
 	if (rc)
-		return ve__sync_error(rc);
-	return event_record(e, NULL, 0, false);
+		return ve__cu_error(rc);
+	if (ei.capture)
+		ve__emap_set_capture(e, 0);
+	if (ei.graph)
+		ve__emap_set_graph(e, 0);
+	uint64_t app = (ei.flags & CU_EVENT_DISABLE_TIMING) ? 0 : (uint64_t)(uintptr_t)e;
+	return ve__cu_error(ve_vctx_event_record_after_all(V(), ei.le, ls, app));
 }
 
 CUresult cuCtxWaitEvent(CUcontext c, CUevent e)
 {
+	struct ve_event_info ei;
+	bool ours = ve__shim_is_active() && ve__emap_get(e, &ei) == 0 && !ei.capture;
+	if (ours && (ei.graph || !shim_ctx(c))) {
+		CUresult sr = cuEventSynchronize(e);
+		if (sr != CUDA_SUCCESS)
+			return sr;
+		return VE_CALL0(cuCtxWaitEvent, (c, e));
+	}
 	CUresult r = VE_CALL0(cuCtxWaitEvent, (c, e));
-	if (r != CUDA_SUCCESS || !shim_ctx(c))
+	if (r != CUDA_SUCCESS || !ours)
 		return r;
-	return cuEventSynchronize(e);
+	return ve__cu_error(ve_vctx_ctx_wait_event(V(), ei.le));
 }
 
 /* Unloading a module frees its functions: launches of them still queued in

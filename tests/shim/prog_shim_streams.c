@@ -13,6 +13,8 @@
  */
 #include "prog_shim.h"
 
+#include <pthread.h>
+
 /* ---- entry points of both default-stream flavours ------------------------------------------ */
 
 /* The calls a chain uses, legacy-stream or per-thread-default-stream variants. */
@@ -1109,34 +1111,67 @@ static void t_elapsed_abis(void)
 
 /* Context-wide record and wait (cuCtxRecordEvent, cuCtxWaitEvent, CUDA
  * 12.5): the record covers work on every stream of the context, logical work
- * included; a wait orders later work of the context after the event. */
+ * included, whichever context is current (none, on a new thread); a wait
+ * orders later work of the context after the event, on streams created
+ * later too; neither blocks the caller (a stream waiting for a value the
+ * host writes after the calls must not hang them). */
+static CUevent ctx_ev;
+static CUresult ctx_rec_r;
+static void *ctx_record_thread(void *arg)
+{
+	(void)arg;
+	ctx_rec_r = cuCtxRecordEvent(pctx, ctx_ev); /* no current context here */
+	return NULL;
+}
+
 static void t_ctx_events(void)
 {
 	CUstream a, b;
 	CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
 	CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-	CUevent e;
-	CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CK(cuEventCreate(&ctx_ev, CU_EVENT_DISABLE_TIMING));
 	CUdeviceptr p = dalloc(8);
 	CK(cuMemsetD32(p, 0, 2));
 	slow_set(a, p, 7, 20);
 	slow_set(b, p + 4, 8, 10);
-	CK(cuCtxRecordEvent(pctx, e));
-	CK(cuEventSynchronize(e));
+	CK(cuCtxRecordEvent(pctx, ctx_ev));
+	CK(cuEventSynchronize(ctx_ev));
 	CHECKF(read_u32(p) == 7 && read_u32(p + 4) == 8,
 	       "the context-wide record completed before the work before it: %u %u", read_u32(p),
 	       read_u32(p + 4));
-	/* A wait: later work of the context starts after the event. */
+	slow_set(a, p, 17, 20);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, ctx_record_thread, NULL) == 0);
+	pthread_join(th, NULL);
+	CHECKF(ctx_rec_r == CUDA_SUCCESS, "cuCtxRecordEvent from a thread without a context: %d",
+	       (int)ctx_rec_r);
+	CK(cuEventSynchronize(ctx_ev));
+	CHECKF(read_u32(p) == 17, "the record on a thread without a context missed work: %u",
+	       read_u32(p));
+	/* A wait: later work of the context starts after the event, on a stream
+	 * made after the wait too; the calls return while the work they order
+	 * still waits for the host. */
+	CUdeviceptr dflag;
+	uint32_t *hflag = mapped_alloc(4, &dflag);
+	*hflag = 0;
+	CK(cuStreamWaitValue32(a, dflag, 5, CU_STREAM_WAIT_VALUE_EQ));
 	slow_set(a, p, 9, 20);
-	CK(cuEventRecord(e, a));
-	CK(cuCtxWaitEvent(pctx, e));
+	CK(cuEventRecord(ctx_ev, a));
+	CK(cuCtxWaitEvent(pctx, ctx_ev));
+	CUevent e2;
+	CK(cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
+	CK(cuCtxRecordEvent(pctx, e2));
 	CUstream c;
 	CK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
 	CK(cuMemcpyDtoDAsync(p + 4, p, 4, c));
+	CHECK(cuEventQuery(e2) == CUDA_ERROR_NOT_READY);
+	__atomic_store_n(hflag, 5, __ATOMIC_RELEASE);
 	CK(cuStreamSynchronize(c));
+	CK(cuEventSynchronize(e2));
 	CHECKF(read_u32(p + 4) == 9, "work after cuCtxWaitEvent ran before the event: %u",
 	       read_u32(p + 4));
-	CK(cuEventDestroy(e));
+	CK(cuEventDestroy(ctx_ev));
+	CK(cuEventDestroy(e2));
 	CK(cuStreamDestroy(a));
 	CK(cuStreamDestroy(b));
 	CK(cuStreamDestroy(c));

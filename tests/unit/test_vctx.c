@@ -414,6 +414,52 @@ VE_TEST(e1_e2_record_and_wait_across_streams)
 	ve_vctx_destroy(v);
 }
 
+/* Context-wide record (cuCtxRecordEvent): after the pending work of every
+ * stream, non-blocking ones included, while the recording stream orders no
+ * other. Context-wide wait (cuCtxWaitEvent): every stream's later work, and a
+ * stream created after the wait, waits for the event; earlier work does not. */
+VE_TEST(e_context_wide_record_and_wait)
+{
+	struct ve_vctx *v = mk(0, 0);
+	struct rd r = {0};
+	ve_stream a = mkstream(v, VE_STREAM_NON_BLOCKING), b = mkstream(v, 0);
+	ve_stream own = mkstream(v, VE_STREAM_NON_BLOCKING);
+	ve_event e = mkevent(v, VE_EVENT_DISABLE_TIMING);
+	ve_tok ka = kern(v, a), kb = kern(v, b);
+	VE_CHECK_EQ(ve_vctx_event_record_after_all(v, e, own, 0), 0);
+	ve_tok ka2 = kern(v, a); /* after the record: not covered, not held */
+	done(v, &r, ka);
+	VE_CHECK(ready(v, &r, ka2)); /* the record orders nothing after it */
+	VE_CHECK_EQ(ve_vctx_event_query(v, e), -EBUSY); /* b still pending */
+	done(v, &r, kb);
+	VE_CHECK_EQ(ve_vctx_event_query(v, e), 0);
+	done(v, &r, ka2);
+
+	ve_tok k1 = kern(v, a);
+	VE_CHECK_EQ(ve_vctx_event_record(v, e, a, 0), 0);
+	ve_tok early = kern(v, b); /* before the wait: free to run */
+	VE_CHECK_EQ(ve_vctx_ctx_wait_event(v, e), 0);
+	ve_tok kb2 = kern(v, b);
+	ve_stream c = mkstream(v, VE_STREAM_NON_BLOCKING); /* made after the wait */
+	ve_tok kc = kern(v, c);
+	VE_CHECK(ready(v, &r, early));
+	VE_CHECK(!ready(v, &r, kb2));
+	VE_CHECK(!ready(v, &r, kc));
+	done(v, &r, k1);
+	done(v, &r, early);
+	VE_CHECK(ready(v, &r, kb2));
+	VE_CHECK(ready(v, &r, kc));
+	done(v, &r, kb2);
+	done(v, &r, kc);
+	VE_CHECK_EQ(ve_vctx_ctx_sync(v), 0);
+	/* Once the event completed, a new stream starts free. */
+	ve_stream d = mkstream(v, VE_STREAM_NON_BLOCKING);
+	ve_tok kd = kern(v, d);
+	VE_CHECK(ready(v, &r, kd));
+	done(v, &r, kd);
+	ve_vctx_destroy(v);
+}
+
 VE_TEST(e3_rerecord_after_wait_keeps_old_generation)
 {
 	struct ve_vctx *v = mk(0, 0);

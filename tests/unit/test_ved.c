@@ -1086,8 +1086,9 @@ static void many(const char *policy, uint64_t base, bool kill_some)
 		 * was killed before anyone had joined it, and nothing failed over. */
 		int joined = 0;
 		for (int t = 0; t < 1000 && joined < NCLIENTS; t++) {
+			/* Registrations so far (one that already finished counts). */
 			if (status() == 0)
-				joined = (int)st_msg()->nclients;
+				joined = (int)st_msg()->joined;
 			if (joined < NCLIENTS)
 				usleep(10000);
 		}
