@@ -1258,8 +1258,15 @@ CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *c)
 	}
 DEFAULT_BARRIER_HOOK(cuMemcpyHtoA, (CUarray dst, size_t off, const void *src, size_t n),
 		     (dst, off, src, n))
-DEFAULT_BARRIER_HOOK(cuMemcpyAtoH, (void *dst, CUarray src, size_t off, size_t n),
-		     (dst, src, off, n))
+CUresult cuMemcpyAtoH(void *dst, CUarray src, size_t off, size_t n)
+{
+	struct ve_target t;
+	resolve_default(&t);
+	if (!t.virt)
+		return VE_CALL(cuMemcpyAtoH, (dst, src, off, n));
+	/* Hands the host a result: ends a latency client's step, as cuMemcpyDtoH. */
+	BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpyAtoH, (dst, src, off, n)), true));
+}
 DEFAULT_BARRIER_HOOK(cuMemcpyDtoA, (CUarray dst, size_t off, CUdeviceptr src, size_t n),
 		     (dst, off, src, n))
 DEFAULT_BARRIER_HOOK(cuMemcpyAtoD, (CUdeviceptr dst, CUarray src, size_t off, size_t n),
