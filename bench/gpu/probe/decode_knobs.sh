@@ -28,4 +28,6 @@ for r in $(seq "$ROUNDS"); do
 	run ve_op VE_BIND=op
 done
 echo "== medians (steps/s)"
-awk '{v[$1]=v[$1]" "$3} END{for(k in v){n=split(v[k],a," "); asort(a); print k, a[int((n+1)/2)]}}' "$OUT/runs.txt" | sort
+for m in $(awk '{print $1}' "$OUT/runs.txt" | sort -u); do
+	echo "$m $(awk -v m="$m" '$1 == m {print $3}' "$OUT/runs.txt" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')"
+done
