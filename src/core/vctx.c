@@ -1048,6 +1048,27 @@ int ve_vctx_event_destroy(struct ve_vctx *v, ve_event h)
 	return e ? 0 : -ENOENT;
 }
 
+/* A new generation of e, recorded on stream sidx after its tail and 'extra'
+ * (capacity checked by the caller). */
+static void record_event_locked(struct ve_vctx *v, struct event *e, ve_event eh, uint32_t sidx,
+				uint64_t app_event, const ve_tok *extra, uint32_t nextra,
+				bool *woke)
+{
+	struct ve_desc d = {.kind = VE_OP_EVENT_RECORD};
+	if (!(e->flags & VE_EVENT_DISABLE_TIMING))
+		d.flags |= VE_DESC_TIMED;
+	uint64_t gen = v->next_generation++;
+	d.u.ev.event_idx = (uint32_t)eh;
+	d.u.ev.generation = gen;
+	d.u.ev.app_event = app_event;
+	d.key = ve_desc_key(&d);
+	/* Set the generation before recording: an op that is ready at once
+	 * completes inside record_locked and must find its generation current. */
+	e->generation = gen;
+	e->t_valid = 0;
+	e->tok = record_locked(v, sidx, &d, NULL, extra, nextra, false, woke);
+}
+
 int ve_vctx_event_record(struct ve_vctx *v, ve_event eh, ve_stream sh, uint64_t app_event)
 {
 	if (!v)
@@ -1071,19 +1092,7 @@ int ve_vctx_event_record(struct ve_vctx *v, ve_event eh, ve_stream sh, uint64_t 
 		rc = -ENOENT;
 		goto out;
 	}
-	struct ve_desc d = {.kind = VE_OP_EVENT_RECORD};
-	if (!(e->flags & VE_EVENT_DISABLE_TIMING))
-		d.flags |= VE_DESC_TIMED;
-	uint64_t gen = v->next_generation++;
-	d.u.ev.event_idx = (uint32_t)eh;
-	d.u.ev.generation = gen;
-	d.u.ev.app_event = app_event;
-	d.key = ve_desc_key(&d);
-	/* Set the generation before recording: an op that is ready at once
-	 * completes inside record_locked and must find its generation current. */
-	e->generation = gen;
-	e->t_valid = 0;
-	e->tok = record_locked(v, sidx, &d, NULL, NULL, 0, false, &woke);
+	record_event_locked(v, e, eh, sidx, app_event, NULL, 0, &woke);
 out:
 	unlock_notify(v, woke);
 	return rc;
@@ -1134,17 +1143,7 @@ int ve_vctx_event_record_after_all(struct ve_vctx *v, ve_event eh, ve_stream sh,
 		uint32_t m = live_tails(v, sidx, tails, v->cfg.max_streams);
 		if (m > n)
 			continue;
-		struct ve_desc d = {.kind = VE_OP_EVENT_RECORD};
-		if (!(e->flags & VE_EVENT_DISABLE_TIMING))
-			d.flags |= VE_DESC_TIMED;
-		uint64_t gen = v->next_generation++;
-		d.u.ev.event_idx = (uint32_t)eh;
-		d.u.ev.generation = gen;
-		d.u.ev.app_event = app_event;
-		d.key = ve_desc_key(&d);
-		e->generation = gen;
-		e->t_valid = 0;
-		e->tok = record_locked(v, sidx, &d, NULL, tails, m, false, &woke);
+		record_event_locked(v, e, eh, sidx, app_event, tails, m, &woke);
 		break;
 	}
 	unlock_notify(v, woke);
