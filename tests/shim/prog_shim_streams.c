@@ -1132,6 +1132,7 @@ static void t_ctx_events(void)
 	CK(cuEventCreate(&ctx_ev, CU_EVENT_DISABLE_TIMING));
 	CUdeviceptr p = dalloc(8);
 	CK(cuMemsetD32(p, 0, 2));
+	CK(cuCtxSynchronize()); /* the memset, on the legacy stream, is not ordered with a and b */
 	slow_set(a, p, 7, 20);
 	slow_set(b, p + 4, 8, 10);
 	CK(cuCtxRecordEvent(pctx, ctx_ev));
