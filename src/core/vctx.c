@@ -1098,6 +1098,18 @@ out:
 	return rc;
 }
 
+/* A marker on stream sidx that waits for generation 'generation' of eh,
+ * whose completion is gtok (capacity checked by the caller). */
+static void record_wait_locked(struct ve_vctx *v, uint32_t sidx, ve_event eh, uint64_t generation,
+			       ve_tok gtok, bool *woke)
+{
+	struct ve_desc d = {.kind = VE_OP_EVENT_WAIT};
+	d.u.ev.event_idx = (uint32_t)eh;
+	d.u.ev.generation = generation;
+	d.key = ve_desc_key(&d);
+	record_locked(v, sidx, &d, NULL, &gtok, 1, false, woke);
+}
+
 /* Tails of every stream but 'skip' with work pending, into out (max entries). */
 static uint32_t live_tails(struct ve_vctx *v, uint32_t skip, ve_tok *out, uint32_t max)
 {
@@ -1174,11 +1186,7 @@ int ve_vctx_ctx_wait_event(struct ve_vctx *v, ve_event eh)
 		rc = wait_capacity(v, 0, &v->streams[i], 1, 0);
 		if (rc || v->streams[i].state != OBJ_LIVE || !ve__tok_live(&v->tt, gtok))
 			continue;
-		struct ve_desc d = {.kind = VE_OP_EVENT_WAIT};
-		d.u.ev.event_idx = (uint32_t)eh;
-		d.u.ev.generation = generation;
-		d.key = ve_desc_key(&d);
-		record_locked(v, i, &d, NULL, &gtok, 1, false, &woke);
+		record_wait_locked(v, i, eh, generation, gtok, &woke);
 	}
 out:
 	unlock_notify(v, woke);
@@ -1216,11 +1224,7 @@ int ve_vctx_stream_wait_event(struct ve_vctx *v, ve_stream sh, ve_event eh)
 		rc = -ENOENT;
 		goto out;
 	}
-	struct ve_desc d = {.kind = VE_OP_EVENT_WAIT};
-	d.u.ev.event_idx = (uint32_t)eh;
-	d.u.ev.generation = e->generation;
-	d.key = ve_desc_key(&d);
-	record_locked(v, sidx, &d, NULL, &gtok, 1, false, &woke);
+	record_wait_locked(v, sidx, eh, e->generation, gtok, &woke);
 out:
 	unlock_notify(v, woke);
 	return rc;
@@ -1591,11 +1595,7 @@ int ve_vctx_ctx_sync(struct ve_vctx *v)
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (uint32_t i = 0; i < cap; i++) {
-		struct stream *s = &v->streams[i];
-		if (s->state != OBJ_FREE && ve__tok_live(&v->tt, s->tail))
-			snap[n++] = s->tail;
-	}
+	n = live_tails(v, UINT32_MAX, snap, cap);
 	for (uint32_t i = 0; i < n && rc == 0; i++)
 		rc = wait_tok_locked(v, snap[i], 0, false);
 	if (rc == 0 && v->error)
