@@ -1245,19 +1245,11 @@ CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *c)
 
 /* Synchronous copies the vctx has no operation for (CUDA arrays, peer 3D,
  * as cudaMemcpyToArray, cudaMemcpy3DPeer and friends make them): the ordered
- * pass-through on the default stream, after its logical work (unhooked, an
- * array copy read its source before the kernel writing it had run). */
-#define DEFAULT_BARRIER_HOOK(name, params, args)                                                   \
-	CUresult name params                                                                       \
-	{                                                                                          \
-		struct ve_target t;                                                                \
-		resolve_default(&t);                                                               \
-		if (!t.virt)                                                                       \
-			return VE_CALL_T(name, VE_REAL_ID_##name, args);                            \
-		BARRIER_CALL(&t, VE_CALL_T(name, VE_REAL_ID_##name, args));                         \
-	}
-DEFAULT_BARRIER_HOOK(cuMemcpyHtoA, (CUarray dst, size_t off, const void *src, size_t n),
-		     (dst, off, src, n))
+ * pass-through on the default stream (a NULL stream), after its logical work
+ * (unhooked, an array copy read its source before the kernel writing it had
+ * run). */
+BARRIER_HOOK(cuMemcpyHtoA, NULL, (CUarray dst, size_t off, const void *src, size_t n),
+	     (dst, off, src, n))
 CUresult cuMemcpyAtoH(void *dst, CUarray src, size_t off, size_t n)
 {
 	struct ve_target t;
@@ -1267,14 +1259,14 @@ CUresult cuMemcpyAtoH(void *dst, CUarray src, size_t off, size_t n)
 	/* Hands the host a result: ends a latency client's step, as cuMemcpyDtoH. */
 	BARRIER_CALL(&t, read_back(VE_CALL(cuMemcpyAtoH, (dst, src, off, n)), true));
 }
-DEFAULT_BARRIER_HOOK(cuMemcpyDtoA, (CUarray dst, size_t off, CUdeviceptr src, size_t n),
-		     (dst, off, src, n))
-DEFAULT_BARRIER_HOOK(cuMemcpyAtoD, (CUdeviceptr dst, CUarray src, size_t off, size_t n),
-		     (dst, src, off, n))
-DEFAULT_BARRIER_HOOK(cuMemcpyAtoA,
-		     (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n),
-		     (dst, doff, src, soff, n))
-DEFAULT_BARRIER_HOOK(cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *p), (p))
+BARRIER_HOOK(cuMemcpyDtoA, NULL, (CUarray dst, size_t off, CUdeviceptr src, size_t n),
+	     (dst, off, src, n))
+BARRIER_HOOK(cuMemcpyAtoD, NULL, (CUdeviceptr dst, CUarray src, size_t off, size_t n),
+	     (dst, src, off, n))
+BARRIER_HOOK(cuMemcpyAtoA, NULL,
+	     (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n),
+	     (dst, doff, src, soff, n))
+BARRIER_HOOK(cuMemcpy3DPeer, NULL, (const CUDA_MEMCPY3D_PEER *p), (p))
 
 CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
 {
