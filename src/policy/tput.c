@@ -399,6 +399,22 @@ static int32_t tput_select(void *priv, const struct ve_policy_view *v, uint32_t 
  * job with host phases, so the weight does not follow each phase). A client
  * starts at duty 1 (no priority until it has shown gaps) and is forgotten
  * when it leaves. */
+/* Client k as a newcomer: busy, never away, no gaps or runs seen. */
+static void duty_fresh(struct tput *t, const struct ve_policy_view *v,
+		       const struct ve_client_demand *dem, uint32_t k)
+{
+	if (t->turn_k == (int32_t)k)
+		t->turn_k = -1;
+	t->peak[k] = VE_MAX(dem[k].want_sms, dem[k].min_sms);
+	t->away[k] = 0;
+	t->duty[k] = 1.0;
+	t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
+	t->gap_from[k] = 0;
+	t->gap_ns[k] = 0;
+	t->run_from[k] = 0;
+	t->run_ns[k] = 0;
+}
+
 static void duty_update(struct tput *t, const struct ve_policy_view *v,
 			const struct ve_client_demand *dem)
 {
@@ -417,16 +433,7 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		 * nearly every tick (duty 0, away 1) while busy 88% of the time. */
 		uint64_t act = dem[k].active_ns <= v->now_ns ? dem[k].active_ns : 0;
 		if (!t->duty_ns[k] || v->now_ns < t->duty_ns[k]) {
-			if (t->turn_k == (int32_t)k)
-				t->turn_k = -1;
-			t->peak[k] = VE_MAX(dem[k].want_sms, dem[k].min_sms);
-			t->away[k] = 0;
-			t->duty[k] = 1.0;
-			t->duty_ns[k] = VE_MAX(v->now_ns, 1ull);
-			t->gap_from[k] = 0;
-			t->gap_ns[k] = 0;
-			t->run_from[k] = 0;
-			t->run_ns[k] = 0;
+			duty_fresh(t, v, dem, k);
 			continue;
 		}
 		/* Gaps: from its last work to its next, ended by work seen now
@@ -437,6 +444,19 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		if (t->gap_from[k] && (busy || act > t->gap_from[k])) {
 			uint64_t end = busy ? v->now_ns : act;
 			double g = (double)(end - t->gap_from[k]);
+			if (g >= (double)t->duty_tau_ns) {
+				/* Back from a gap as long as the averages' memory:
+				 * a pause (servers waiting for each other, a job
+				 * between phases), not a host phase of its steps.
+				 * Its time away would start turns and hand the GPU
+				 * to whoever waited longest while the other waits
+				 * for 'away' to decay (a decode server without SMs
+				 * for a third of a second on the H200; test
+				 * tput_grant_a_long_wait_starts_no_turns). It
+				 * starts afresh, as a newcomer. */
+				duty_fresh(t, v, dem, k);
+				continue;
+			}
 			t->gap_ns[k] += (g - t->gap_ns[k]) * 0.25;
 			/* Runs: from the end of a gap past the hand-over point
 			 * to the start of the next such gap (turn_away). */

@@ -1281,6 +1281,48 @@ VE_TEST(tput_grant_turns_end_when_the_holder_stops_leaving)
 		     steps[0], before[0]);
 }
 
+/* Two decode servers (kernels of 450 us that want the whole GPU, always
+ * busy) that ran a few steps, waited half a second for each other, and
+ * start together: the wait is not a host phase. Their time away during it
+ * started turns, one server held the whole GPU for a third of a second while
+ * the other got nothing (the H200 decode pair: one server at 1,030 steps/s
+ * and the other at 1,600 in its first second, 1,460 each after). Within a
+ * few milliseconds both hold SMs, and each gets as many SM-seconds. */
+VE_TEST(tput_grant_a_long_wait_starts_no_turns)
+{
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", "");
+	uint16_t eff[2] = {VE_POOL_NONE, VE_POOL_NONE};
+	uint64_t last[2] = {0, 0};
+	double starved[2] = {0, 0}, worst = 0, sm_ms[2] = {0, 0};
+	for (uint64_t i = 1; i <= 5250; i++) { /* 0.2 ms ticks: 1,050 ms */
+		f.v.now_ns = i * 200000;
+		bool run = i <= 250 || i > 2750 + 0; /* busy, idle 500 ms, busy */
+		for (int k = 0; k < 2; k++) {
+			bool busy = run && !(k == 0 && i == 2751); /* one starts a tick later */
+			if (busy)
+				last[k] = f.v.now_ns;
+			f.dem[k] = (struct ve_client_demand){
+			    .ready = busy, .inflight = busy && eff[k] != VE_POOL_NONE ? 2 : 0,
+			    .want_sms = 132, .active_ns = last[k], .entry = eff[k], .op_us = 450,
+			    .flags = busy && eff[k] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+		}
+		grant_fix_round(&f);
+		for (int k = 0; k < 2; k++) {
+			eff[k] = f.plan.entry[k];
+			if (i <= 2760)
+				continue; /* the first two milliseconds after the wait: hand-over */
+			starved[k] = eff[k] == VE_POOL_NONE ? starved[k] + 0.2 : 0;
+			worst = VE_MAX(worst, starved[k]);
+			sm_ms[k] += eff[k] != VE_POOL_NONE ? f.p->e[eff[k]].sms * 0.2 : 0;
+		}
+	}
+	VE_CHECK_MSG(worst <= 5, "a busy server went %.1f ms without SMs after the wait", worst);
+	VE_CHECK_MSG(sm_ms[0] >= 0.8 * sm_ms[1] && sm_ms[1] >= 0.8 * sm_ms[0],
+		     "SM-ms after the wait: %.0f and %.0f", sm_ms[0], sm_ms[1]);
+	grant_fix_fini(&f);
+}
+
 /* tpot's reservation with two latency-class clients (two inference servers
  * beside a training job): they share it, the batch client runs outside it.
  * The second one got no grant at all: each of its ops waited for the

@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--go", help='a JSON file {"start_at": epoch} that the runner writes')
     ap.add_argument("--window-s", type=float, default=1.0, help="rate windows (spread)")
     ap.add_argument("--eager", action="store_true", help="no graph (for comparison)")
+    ap.add_argument("--parts", action="store_true",
+                    help="also time each step's launch call and read-back apart (medians in us)")
     a = ap.parse_args()
     if a.check_steps < 1 or a.batch < 1 or (a.seconds <= 0 and a.steps < 1):
         ap.error("need --check-steps >= 1, --batch >= 1 and --steps >= 1 or --seconds > 0")
@@ -77,9 +79,18 @@ def main():
     steps, rates = 0, []
     t_start = time.perf_counter()
     t_win, n_win = t_start, 0
+    t_launch, t_read = [], []
     while True:
-        eng.step()
-        eng.out[0, 0].item()
+        if a.parts:
+            t0 = time.perf_counter()
+            eng.step()
+            t1 = time.perf_counter()
+            eng.out[0, 0].item()
+            t_launch.append(t1 - t0)
+            t_read.append(time.perf_counter() - t1)
+        else:
+            eng.step()
+            eng.out[0, 0].item()
         steps += 1
         n_win += 1
         now = time.perf_counter()
@@ -92,13 +103,20 @@ def main():
             break
     elapsed = time.perf_counter() - t_start
     sps = steps / elapsed
+    parts = {}
+    if a.parts:
+        parts = {"launch_call_us_p50": round(statistics.median(t_launch) * 1e6, 2),
+                 "read_back_us_p50": round(statistics.median(t_read) * 1e6, 2),
+                 "read_back_us_p10": round(sorted(t_read)[len(t_read) // 10] * 1e6, 2)}
     return common.emit("decode_replay", True, d.hex(), elapsed / steps, steps=steps,
                        steps_per_s=round(sps, 3),
                        window_rates={"median": round(statistics.median(rates), 3) if rates else None,
                                      "min": round(min(rates), 3) if rates else None,
                                      "max": round(max(rates), 3) if rates else None,
-                                     "n": len(rates)},
-                       layers=a.layers, batch=a.batch, graphs=not a.eager, init_s=round(init_s, 2))
+                                     "n": len(rates),
+                                     "each": [round(r, 1) for r in rates]},
+                       layers=a.layers, batch=a.batch, graphs=not a.eager, init_s=round(init_s, 2),
+                       **parts)
 
 
 if __name__ == "__main__":
