@@ -88,6 +88,7 @@ struct ve_vctx {
 	 * waiting on a token (the dispatcher then reports deferred completions
 	 * at once), and a count bumped by every completion batch. */
 	_Atomic uint32_t a_waiters;
+	_Atomic uint32_t a_waits; /* waits begun, ever (ve_vctx_waits) */
 	_Atomic uint32_t a_done_seq;
 
 	struct ve_vctx_config cfg;
@@ -112,8 +113,15 @@ struct ve_vctx {
 	uint64_t next_generation;
 	ve_tok ctx_barrier; /* ve_vctx_ctx_wait_event: where streams created later start */
 
-	uint32_t ready_head, ready_tail, nready;
-	uint32_t pipe_head, pipe_tail, npipe; /* pipeline candidates (docs/architecture.md, "Dispatch") */
+	/* The counts are atomic (changed under the lock) so that the
+	 * dispatcher's passes, many a microsecond while it spins, find the
+	 * lists empty without taking the lock: a pass that took it each time
+	 * made the application thread's submit and its return from a wait
+	 * queue behind the lock, a sleep on it now and then. */
+	uint32_t ready_head, ready_tail;
+	_Atomic uint32_t nready;
+	uint32_t pipe_head, pipe_tail; /* pipeline candidates (docs/architecture.md, "Dispatch") */
+	_Atomic uint32_t npipe;
 	uint64_t next_seq;
 	int error;
 	/* First refused op's status not yet reported: set under the lock, taken
@@ -1430,6 +1438,7 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 	/* Tell the dispatcher someone waits: it reports deferred completions
 	 * now instead of at its next batch (notify only bumps atomics). */
 	atomic_fetch_add_explicit(&v->a_waiters, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&v->a_waits, 1, memory_order_relaxed);
 	if (v->cfg.notify_ready)
 		v->cfg.notify_ready(v->cfg.notify_arg);
 	/* Spin first, as the CUDA driver does by default while it waits for the
@@ -1479,6 +1488,11 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 bool ve_vctx_has_waiters(struct ve_vctx *v)
 {
 	return atomic_load_explicit(&v->a_waiters, memory_order_seq_cst) != 0;
+}
+
+uint32_t ve_vctx_waits(struct ve_vctx *v)
+{
+	return atomic_load_explicit(&v->a_waits, memory_order_relaxed);
 }
 
 bool ve_vctx_tok_done(struct ve_vctx *v, ve_tok t)
@@ -1662,6 +1676,10 @@ int ve_vctx_event_elapsed(struct ve_vctx *v, ve_event a, ve_event b, float *ms)
 int ve_vctx_pop_ready(struct ve_vctx *v, struct ve_ready_info *out, int max)
 {
 	int n = 0;
+	/* Pairs with the release of the push under the lock; one missed
+	 * here is found at the next pass (the push notifies after it). */
+	if (!atomic_load_explicit(&v->nready, memory_order_acquire))
+		return 0;
 	pthread_mutex_lock(&v->lock);
 	while (n < max && v->ready_head != VE__NIL) {
 		uint32_t s = v->ready_head;
@@ -1723,6 +1741,8 @@ static bool pipe_valid(struct ve_vctx *v, uint32_t slot)
 int ve_vctx_pop_pipeline(struct ve_vctx *v, struct ve_pipe_info *out, int max)
 {
 	int n = 0;
+	if (!atomic_load_explicit(&v->npipe, memory_order_acquire))
+		return 0; /* as ve_vctx_pop_ready */
 	pthread_mutex_lock(&v->lock);
 	while (n < max && v->pipe_head != VE__NIL) {
 		uint32_t s = v->pipe_head;
@@ -1943,7 +1963,7 @@ void ve_vctx_dump(struct ve_vctx *v, FILE *f)
 	fprintf(f,
 		"vctx client=%u live_ops=%u ready=%u submitted=%llu completed=%llu error=%d "
 		"extern_holds=%u watchers=%u\n",
-		v->cfg.client_id, v->live_ops, v->nready, (unsigned long long)v->n_submitted,
+		v->cfg.client_id, v->live_ops, atomic_load(&v->nready), (unsigned long long)v->n_submitted,
 		(unsigned long long)v->n_completed, v->error, v->nholds,
 		v->cfg.max_watchers - v->nwat_free);
 	fprintf(f, "streams:\n");

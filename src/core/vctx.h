@@ -273,6 +273,9 @@ int ve_vctx_take_refused(struct ve_vctx *v);
 /* Some thread waits for a token of v right now (lock-free): the dispatcher
  * then reports deferred completions at once. */
 bool ve_vctx_has_waiters(struct ve_vctx *v);
+/* How many waits for tokens of v have begun, ever (lock-free, wraps): a
+ * change says a new wait began. */
+uint32_t ve_vctx_waits(struct ve_vctx *v);
 
 struct ve_vctx_stats {
 	uint64_t submitted, completed, inline_completed;

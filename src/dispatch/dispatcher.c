@@ -1534,11 +1534,44 @@ uint32_t ve_dispatcher_waiting(struct ve_dispatcher *d)
 
 /* ------------------------------------------------------------------ thread */
 
+/* Whether to keep polling without a sleep with work in flight: an
+ * application thread waits for it and spins itself (wait_spin_ns, from
+ * when its wait began; a wait that began later restarts the clock).
+ * Real-clock backends. */
+struct wait_spin {
+	uint32_t waits; /* sum of the clients' ve_vctx_waits when last seen */
+	uint64_t since; /* when that sum last changed */
+};
+
+static bool waiter_spin(struct ve_dispatcher *d, struct wait_spin *ws, bool *waiters_seen)
+{
+	if (d->b->ops->version >= 2 && (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK))
+		return false;
+	bool waiters = false;
+	uint32_t waits = 0;
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
+		if (!d->cl[c].active)
+			continue;
+		waiters |= ve_vctx_has_waiters(d->cl[c].v);
+		waits += ve_vctx_waits(d->cl[c].v);
+	}
+	*waiters_seen = waiters;
+	if (!waiters || !d->cfg.wait_spin_ns)
+		return false;
+	uint64_t now = ve__now_ns();
+	if (waits != ws->waits || !ws->since) {
+		ws->waits = waits;
+		ws->since = now;
+	}
+	return now - ws->since < d->cfg.wait_spin_ns;
+}
+
 static void *dispatcher_main(void *arg)
 {
 	struct ve_dispatcher *d = arg;
 	uint32_t idle = 0;
 	uint64_t idle_since = 0; /* when nothing was last in flight or ready; 0 = busy */
+	struct wait_spin ws = {0, 0};
 	/* Short sleeps between polls must stay short: the default 50 us timer
 	 * slack turns a 20 us sleep into ~70 us of completion latency. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -1561,13 +1594,15 @@ static void *dispatcher_main(void *arg)
 			 * interval so a long kernel does not cost a whole core. The
 			 * sleep is on the wake word: new work or a waiting thread cuts
 			 * it short. */
-			if (++idle < SPIN_PASSES) {
+			bool waited = false;
+			if (++idle < SPIN_PASSES || waiter_spin(d, &ws, &waited)) {
 				ve__cpu_relax();
 			} else if (d->b->ops->version >= 2 &&
 				   (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK)) {
 				d->b->ops->wait(d->b, INFLIGHT_WAIT);
 			} else {
 				d->st.sleeps++;
+				d->st.wait_sleeps += waited;
 				ve__futex_wait(&d->wake_word, seen, d->cfg.poll_ns, 1);
 			}
 			continue;

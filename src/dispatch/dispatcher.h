@@ -87,6 +87,13 @@ struct ve_dispatcher_config {
 	 * last completes; a sleeping dispatcher costs it a futex wake-up, tens
 	 * of microseconds a step. */
 	uint64_t idle_spin_ns;
+	/* Real-clock backends, work in flight while an application thread
+	 * waits for this process's work (a synchronize, a read-back): poll
+	 * without sleeping for up to this long from when the wait began (the
+	 * waiter's own spin, VE_SYNC_SPIN_US; 0 = as without a waiter). A poll
+	 * interval's sleep there is completion latency the waiter pays, up to
+	 * poll_ns plus a wake-up every synchronized step. */
+	uint64_t wait_spin_ns;
 	/* What a client wants in grant mode (VE_WANT): false = the fewest SMs
 	 * that hold each launch's blocks in one wave (fill), true = one SM per
 	 * block up to the whole GPU (spread). */
@@ -108,6 +115,7 @@ struct ve_dispatcher_stats {
 	uint64_t pipelined; /* ops submitted behind their in-flight predecessor */
 	uint64_t sleeps, wakeups;
 	uint64_t idle_sleeps; /* sleeps with nothing in flight (a notify wakes them) */
+	uint64_t wait_sleeps; /* sleeps with work in flight while an app thread waited */
 	uint32_t inflight;
 	/* Grant mode. */
 	uint64_t local_binds;	/* ready ops bound to their client's grant here */

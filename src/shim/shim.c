@@ -331,6 +331,7 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .mark_every = S->cfg.mark_every,
 						     .poll_ns = S->cfg.poll_us * 1000,
 						     .idle_spin_ns = S->cfg.idle_spin_us * 1000,
+						     .wait_spin_ns = S->cfg.sync_spin_us * 1000,
 						     .want_spread = S->cfg.want_spread != 0};
 	rc->trace = S->cfg.trace[0] != 0;
 }
@@ -550,6 +551,9 @@ static void shim_atexit(void)
 			(unsigned long long)rs.dispatch.granted, (unsigned long long)S->cfg.lend_us);
 	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
 		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
+	VE_DEBUG("exit: the dispatcher slept %llu times with work in flight while a thread waited "
+		 "for it (VE_SYNC_SPIN_US=%llu)",
+		 (unsigned long long)rs.dispatch.wait_sleeps, (unsigned long long)S->cfg.sync_spin_us);
 	struct ve_remote *rem = ve_runtime_remote(S->rt);
 	if (rem) {
 		/* ved's wake-ups cost a syscall each on the dispatcher thread:

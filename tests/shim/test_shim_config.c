@@ -296,6 +296,46 @@ VE_TEST(idle_spin)
 		     "idle sleeps: %llu without the spin, %llu with a 100 ms spin", none, spun);
 }
 
+/* Sleeps the dispatcher took with work in flight while the application
+ * waited for it: prog_shim_decode, 8 steps of a 20 ms kernel (longer than
+ * the dispatcher's spin of 2,000 passes on a loaded CI machine), each
+ * synchronized, with VE_SYNC_SPIN_US=@spin. */
+static unsigned long long wait_sleeps(const char *spin)
+{
+	SH_PROG(path, "prog_shim_decode");
+	const char *argv[] = {path, NULL};
+	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 6,
+			    .env = {"VE_LOG_LEVEL=debug", "VETEST_STEPS=8", "VETEST_STEP_US=20000",
+				    spin}};
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	const char *p = strstr(r.out, "while a thread waited");
+	while (p && p > r.out && p[-1] != '\n')
+		p--;
+	p = p ? strstr(p, "exit: ") : NULL;
+	unsigned long long n = 0;
+	bool ok = r.rc == 0 && p &&
+		  sscanf(p, "exit: the dispatcher slept %llu times with work in flight", &n) == 1;
+	if (!ok)
+		sh_dump(&r);
+	VE_CHECK_MSG(ok, "prog_shim_decode (%s): exit %d, no report of sleeps while waited for",
+		     spin, r.rc);
+	return n;
+}
+
+/* While an application thread waits for work in flight (a synchronize per
+ * decode step), the dispatcher polls without sleeping for as long as the
+ * waiter spins: a poll interval's sleep there is completion latency the
+ * waiter pays at every step (up to VE_POLL_US plus a wake-up). */
+VE_TEST(wait_spin)
+{
+	unsigned long long none = wait_sleeps("VE_SYNC_SPIN_US=0");
+	unsigned long long spun = wait_sleeps("VE_SYNC_SPIN_US=1000000");
+	VE_CHECK_MSG(none >= 100 && spun * 10 < none,
+		     "sleeps while waited for: %llu without the spin, %llu with a 1 s spin", none,
+		     spun);
+}
+
 static void load_report(const char *preload, unsigned long long *loaded, double *longest_ms)
 {
 	const char *p = dtoh_exit_report("FAKECUDA_LOAD_US=40000", preload,
