@@ -34,6 +34,7 @@ struct op {
 	uint8_t in_pipe;
 	uint8_t ext_hold;	/* extern-wait marker whose artificial predecessor is unsatisfied */
 	uint64_t seq;
+	uint64_t t_call;	/* when the application recorded it (cfg.stamp_calls), else 0 */
 	ve_tok behind;		/* the one in-flight predecessor it may follow */
 	ve_tok preds[DUMP_PREDS];
 	struct ve_desc desc;
@@ -766,6 +767,7 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	o->lane = VE__NIL;
 	o->ext_hold = 0;
 	o->seq = v->next_seq++;
+	o->t_call = v->cfg.stamp_calls ? ve__now_ns() : 0;
 	o->desc = *d;
 	uint8_t *dst = NULL;
 	alloc_payload(v, slot, d->payload_len, &dst); /* capacity checked */
@@ -1488,6 +1490,13 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 bool ve_vctx_has_waiters(struct ve_vctx *v)
 {
 	return atomic_load_explicit(&v->a_waiters, memory_order_seq_cst) != 0;
+}
+
+uint64_t ve_vctx_call_ns(struct ve_vctx *v, ve_tok t)
+{
+	/* Written before the op was published under the lock, read by the
+	 * thread that popped or claimed it under the lock since. */
+	return v->ops[ve_tok_slot(t)].t_call;
 }
 
 uint32_t ve_vctx_waits(struct ve_vctx *v)

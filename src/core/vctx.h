@@ -84,6 +84,9 @@ struct ve_vctx_config {
 	/* A thread waiting for a token spins this long before it sleeps on a
 	 * condition variable (0 = sleep at once). */
 	uint64_t sync_spin_ns;
+	/* Stamp every op with the time it was recorded (ve_vctx_call_ns), for
+	 * traces: a clock read per op. */
+	bool stamp_calls;
 };
 
 int ve_vctx_create(const struct ve_vctx_config *cfg, struct ve_vctx **out);
@@ -276,6 +279,9 @@ bool ve_vctx_has_waiters(struct ve_vctx *v);
 /* How many waits for tokens of v have begun, ever (lock-free, wraps): a
  * change says a new wait began. */
 uint32_t ve_vctx_waits(struct ve_vctx *v);
+/* When token t (recorded, not yet complete) was recorded, with
+ * cfg.stamp_calls; 0 without. */
+uint64_t ve_vctx_call_ns(struct ve_vctx *v, ve_tok t);
 
 struct ve_vctx_stats {
 	uint64_t submitted, completed, inline_completed;

@@ -42,6 +42,7 @@ struct inflight {
 	uint8_t solo;	 /* reported by a marker of its own: its time is its own */
 	uint64_t pred_ns; /* what it adds to its lane's predicted work (lane_st.pred_ns) */
 	uint64_t deadline_ns; /* a latency op's advisory deadline (0: none) */
+	uint64_t t_call;      /* when the application recorded it (traces only; 0: unknown) */
 };
 
 /* What the dispatcher knows of one backend lane. */
@@ -679,6 +680,7 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 	f->piped = piped;
 	f->granted = granted;
 	f->deadline_ns = (desc->flags & VE_DESC_LATENCY) ? desc->deadline_ns : 0;
+	f->t_call = d->cfg.trace ? ve_vctx_call_ns(v, tok) : 0;
 	/* A marker at least every mark_every ops, and often enough that a lane
 	 * holding few ops (long kernels) hears of completions while work is
 	 * still queued behind them: a quarter of its room. */
@@ -1157,6 +1159,8 @@ static void handle_completion(struct ve_dispatcher *d, const struct ve_completio
 		struct ve_trace_event ev = {
 			.t_start_ns = cp->t_start_ns,
 			.t_end_ns = cp->t_end_ns,
+			.t_submit_ns = cp->t_submit_ns,
+			.t_call_ns = f.t_call,
 			.key = f.key,
 			.lane = f.lane,
 			.client = f.client,

@@ -125,6 +125,15 @@ static void slice_args(void *arg, uint64_t cookie, FILE *f)
 	fprintf(f, "\"client\":%u,\"stream\":%u,\"lane\":%u,\"sms\":%u,\"key\":\"%016llx\"%s",
 		e->client, e->stream, e->lane, e->sms, (unsigned long long)e->key,
 		e->status_bad ? ",\"error\":true" : "");
+	/* Where the time before the slice went: from the application's call
+	 * to the driver submission (the hand-over to the dispatcher, a wait
+	 * for predecessors or a grant), then on the lane behind earlier work. */
+	if (e->t_call_ns && e->t_submit_ns >= e->t_call_ns)
+		fprintf(f, ",\"call_to_submit_us\":%.3f",
+			(double)(e->t_submit_ns - e->t_call_ns) / 1e3);
+	if (e->t_submit_ns && e->t_start_ns >= e->t_submit_ns)
+		fprintf(f, ",\"submit_to_start_us\":%.3f",
+			(double)(e->t_start_ns - e->t_submit_ns) / 1e3);
 }
 
 static void client_track_name(const struct ve_trace *t, uint32_t c, char *b, size_t n)

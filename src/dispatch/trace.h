@@ -16,6 +16,8 @@
 
 struct ve_trace_event {
 	uint64_t t_start_ns, t_end_ns;
+	uint64_t t_submit_ns; /* handed to the driver (0: unknown) */
+	uint64_t t_call_ns;   /* recorded by the application (0: unknown) */
 	uint64_t key;
 	uint32_t lane;
 	uint32_t client;

@@ -379,7 +379,8 @@ static int start_runtime(struct ve_shim *S)
 	S->backend->ops->info(S->backend, &gi);
 	struct ve_vctx_config vc = {.client_id = 0,
 				    .max_ops = S->cfg.max_ops,
-				    .sync_spin_ns = S->cfg.sync_spin_us * 1000};
+				    .sync_spin_ns = S->cfg.sync_spin_us * 1000,
+				    .stamp_calls = S->cfg.trace[0] != 0};
 	rc = ve_vctx_create(&vc, &S->v);
 	if (rc)
 		return rc;

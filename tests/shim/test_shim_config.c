@@ -415,6 +415,27 @@ VE_TEST(trace_json)
 	/* Each launch is a slice on its pool entry's track and on its client's. */
 	VE_CHECK_MSG(kernels == 2 * l.total, "%ld kernel slices for %ld launches (2 each)", kernels,
 		     l.total);
+	/* Each op's slice says how long it waited from the application's call
+	 * to its driver submission, and then on its lane: both times, never
+	 * negative (a timestamp from another clock would show here). */
+	long timed = 0, bad = 0;
+	for (const char *p = buf; (p = strstr(p, "\"ph\":\"X\"")) != NULL; p++) {
+		const char *e = strchr(p, '\n');
+		const char *c = strstr(p, "\"call_to_submit_us\":");
+		const char *t = strstr(p, "\"submit_to_start_us\":");
+		if (!strstr(p, "kernel") || (e && strstr(p, "kernel") > e))
+			continue;
+		if (!c || !t || (e && (c > e || t > e)))
+			continue;
+		double cs = -1, ts = -1;
+		sscanf(c, "\"call_to_submit_us\":%lf", &cs);
+		sscanf(t, "\"submit_to_start_us\":%lf", &ts);
+		timed++;
+		bad += cs < 0 || ts < 0 || cs > 60e6;
+	}
+	VE_CHECK_MSG(timed == kernels && bad == 0,
+		     "%ld of %ld kernel slices with call and submit times, %ld out of range", timed,
+		     kernels, bad);
 	/* A real JSON parser, where there is one. */
 	char py[PATH_MAX];
 	if (which("python3", py, sizeof(py))) {
