@@ -1607,7 +1607,15 @@ static void *dispatcher_main(void *arg)
 			} else {
 				d->st.sleeps++;
 				d->st.wait_sleeps += waited;
-				ve__futex_wait(&d->wake_word, seen, d->cfg.poll_ns, 1);
+				/* Announced, so that a notify (new work, a thread
+				 * that starts waiting) wakes it: the word's
+				 * change alone ends only a wait that has not yet
+				 * begun, and an op submitted behind a long kernel
+				 * waited out the whole interval. */
+				atomic_store_explicit(&d->sleeping, 1, memory_order_seq_cst);
+				if (atomic_load_explicit(&d->wake_word, memory_order_seq_cst) == seen)
+					ve__futex_wait(&d->wake_word, seen, d->cfg.poll_ns, 1);
+				atomic_store_explicit(&d->sleeping, 0, memory_order_relaxed);
 			}
 			continue;
 		}

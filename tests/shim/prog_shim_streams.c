@@ -1240,6 +1240,33 @@ static void t_thread_churn(void)
 	CK(cuMemFree(p));
 }
 
+/* Work that becomes ready while a long kernel runs on another stream is
+ * submitted promptly: a 300 ms kernel on one stream, the host away 50 ms
+ * (the dispatcher past its spin, in its poll-interval sleeps), then a short
+ * kernel on a second stream and a synchronize of that stream only. Prints
+ * how long that synchronize took; test_shim_config runs it with a 100 ms
+ * poll interval, which a sleep the new work does not cut short shows as. */
+static void t_prompt_while_busy(void)
+{
+	CUstream a, b;
+	CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+	CUdeviceptr p = dalloc(8);
+	slow_set(a, p, 1, 300);
+	sleep_us(50000);
+	uint64_t t0 = now_ns();
+	slow_set(b, p + 4, 2, 0);
+	CK(cuStreamSynchronize(b));
+	double ms = (double)(now_ns() - t0) / 1e6;
+	CHECKF(read_u32(p + 4) == 2, "second stream's kernel: %u", read_u32(p + 4));
+	CK(cuStreamSynchronize(a));
+	CHECKF(read_u32(p) == 1, "first stream's kernel: %u", read_u32(p));
+	printf("prompt_while_busy: second stream synchronized after %.1f ms\n", ms);
+	CK(cuMemFree(p));
+	CK(cuStreamDestroy(a));
+	CK(cuStreamDestroy(b));
+}
+
 static const struct prog_test tests[] = {
     {"chains", t_chains},	  {"legacy", t_legacy},
     {"per_thread", t_per_thread}, {"ptsz_pageable", t_ptsz_pageable},
@@ -1248,7 +1275,7 @@ static const struct prog_test tests[] = {
     {"threads", t_threads},	  {"destroy_pending", t_destroy_pending},
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
     {"ipc_event", t_ipc_event},	  {"elapsed_abis", t_elapsed_abis},
-    {"ctx_events", t_ctx_events},
+    {"ctx_events", t_ctx_events},   {"prompt_while_busy", t_prompt_while_busy},
     {"scale_objects", t_many_objects}, {"scale_threads", t_thread_churn},
 };
 
