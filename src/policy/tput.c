@@ -394,11 +394,6 @@ static int32_t tput_select(void *priv, const struct ve_policy_view *v, uint32_t 
 	return ve__tput_entry_for(priv, op);
 }
 
-/* Exponential average of 'has work ready or in flight', sampled at every
- * grant decision, over duty_tau (default 200 ms: several steps of a training
- * job with host phases, so the weight does not follow each phase). A client
- * starts at duty 1 (no priority until it has shown gaps) and is forgotten
- * when it leaves. */
 /* Client k as a newcomer: busy, never away, no gaps or runs seen. */
 static void duty_fresh(struct tput *t, const struct ve_policy_view *v,
 		       const struct ve_client_demand *dem, uint32_t k)
@@ -415,6 +410,11 @@ static void duty_fresh(struct tput *t, const struct ve_policy_view *v,
 	t->run_ns[k] = 0;
 }
 
+/* Exponential average of 'has work ready or in flight', sampled at every
+ * grant decision, over duty_tau (default 200 ms: several steps of a training
+ * job with host phases, so the weight does not follow each phase). A client
+ * starts at duty 1 (no priority until it has shown gaps) and is forgotten
+ * when it leaves. */
 static void duty_update(struct tput *t, const struct ve_policy_view *v,
 			const struct ve_client_demand *dem)
 {
