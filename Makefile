@@ -178,12 +178,13 @@ endif
 
 # Checks of the tree itself, run once (in the plain build): the layer order
 # of the sources (tests/layering.sh), public headers that compile alone
-# (tests/public_headers.sh) and every VE_* variable listed and documented
-# (tests/knobs.sh). Each runs through a wrapper in the build's test
+# (tests/public_headers.sh), every VE_* variable listed and documented
+# (tests/knobs.sh) and the GPU-only single-file benchmarks compiling
+# (tests/bench_build.sh). Each runs through a wrapper in the build's test
 # folder, so the runner counts it like any test binary.
 TREE_BIN := $(if $(SAN),,$(BUILD)/tests/test_layering $(BUILD)/tests/test_public_headers \
 	$(BUILD)/tests/test_install $(BUILD)/tests/test_ved_ops $(BUILD)/tests/test_deploy \
-	$(BUILD)/tests/test_cuda_api $(BUILD)/tests/test_knobs)
+	$(BUILD)/tests/test_cuda_api $(BUILD)/tests/test_knobs $(BUILD)/tests/test_bench_build)
 
 $(BUILD)/tests/test_layering: tests/layering.sh
 	@mkdir -p $(dir $@)
@@ -197,6 +198,10 @@ $(BUILD)/tests/test_cuda_api: tests/cuda_api.sh $(SHIM_LIB)
 $(BUILD)/tests/test_knobs: tests/knobs.sh
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec "%s/tests/knobs.sh" "%s"\n' "$(CURDIR)" "$(CURDIR)" >$@ && chmod +x $@
+
+$(BUILD)/tests/test_bench_build: tests/bench_build.sh
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec "%s/tests/bench_build.sh" "%s"\n' "$(CURDIR)" "$(CURDIR)" >$@ && chmod +x $@
 
 $(BUILD)/tests/test_public_headers: tests/public_headers.sh
 	@mkdir -p $(dir $@)

@@ -15,49 +15,14 @@
  *        -L/usr/local/cuda/lib64/stubs -lcuda -o launch_overhead
  */
 #define _GNU_SOURCE
+#include "cu_bench.h"
+
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-			  ".visible .entry empty()\n{\n\tret;\n}\n"
-			  ".visible .entry step(.param .u64 p)\n{\n"
-			  "\t.reg .u64 %rd<3>;\n\t.reg .b32 %r<3>;\n"
-			  "\tld.param.u64 %rd1, [p];\n\tcvta.to.global.u64 %rd2, %rd1;\n"
-			  "\tld.global.u32 %r1, [%rd2];\n\tmad.lo.u32 %r2, %r1, 3, 1;\n"
-			  "\tst.global.u32 [%rd2], %r2;\n\tret;\n}\n"
-			  ".visible .entry spin(.param .u64 ns)\n{\n"
-			  "\t.reg .u64 %rd<5>;\n\t.reg .pred %p<2>;\n"
-			  "\tld.param.u64 %rd1, [ns];\n\tmov.u64 %rd2, %globaltimer;\n"
-			  "\tadd.u64 %rd3, %rd2, %rd1;\nL:\n\tmov.u64 %rd4, %globaltimer;\n"
-			  "\tsetp.lt.u64 %p1, %rd4, %rd3;\n\t@%p1 bra L;\n\tret;\n}\n";
-
-#define CK(x)                                                                                      \
-	do {                                                                                       \
-		CUresult r_ = (x);                                                                 \
-		if (r_ != CUDA_SUCCESS) {                                                          \
-			const char *s_ = "?";                                                      \
-			cuGetErrorName(r_, &s_);                                                   \
-			fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #x, s_);          \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -72,7 +37,7 @@ int main(int argc, char **argv)
 	CK(cuDeviceGet(&dev, 0));
 	CK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CK(cuCtxSetCurrent(ctx));
-	CK(cuModuleLoadData(&mod, ptx));
+	CK(cuModuleLoadData(&mod, cu_bench_ptx));
 	CK(cuModuleGetFunction(&fe, mod, "empty"));
 	CK(cuModuleGetFunction(&fs, mod, "step"));
 	CK(cuModuleGetFunction(&fspin, mod, "spin"));
@@ -128,10 +93,10 @@ int main(int argc, char **argv)
 			if (r)
 				out[r - 1] = (t1 - t0) / m;
 		}
-		qsort(out, reps, sizeof(double), cmp);
+		qsort(out, reps, sizeof(double), cmp_double);
 	}
-	qsort(launch, reps, sizeof(double), cmp);
-	qsort(chain, reps, sizeof(double), cmp);
+	qsort(launch, reps, sizeof(double), cmp_double);
+	qsort(chain, reps, sizeof(double), cmp_double);
 	printf("{\"mode\": \"%s\", \"launches\": %d, \"reps\": %d, "
 	       "\"launch_us_median\": %.3f, \"launch_us_p10\": %.3f, \"launch_us_p90\": %.3f, "
 	       "\"chain_us_per_kernel_median\": %.3f, \"chain_us_p10\": %.3f, \"chain_us_p90\": %.3f, "

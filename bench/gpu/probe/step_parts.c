@@ -15,43 +15,14 @@
  * JSON line. Run natively and under ve-run (bench/gpu/probe/step_parts.sh).
  */
 #define _GNU_SOURCE
+#include "../cu_bench.h"
+
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-			  ".visible .entry spin(.param .u64 ns)\n{\n"
-			  "\t.reg .u64 %rd<5>;\n\t.reg .pred %p<2>;\n"
-			  "\tld.param.u64 %rd1, [ns];\n\tmov.u64 %rd2, %globaltimer;\n"
-			  "\tadd.u64 %rd3, %rd2, %rd1;\nL:\n\tmov.u64 %rd4, %globaltimer;\n"
-			  "\tsetp.lt.u64 %p1, %rd4, %rd3;\n\t@%p1 bra L;\n\tret;\n}\n";
-
-#define CK(x)                                                                                      \
-	do {                                                                                       \
-		CUresult r_ = (x);                                                                 \
-		if (r_ != CUDA_SUCCESS) {                                                          \
-			const char *s_ = "?";                                                      \
-			cuGetErrorName(r_, &s_);                                                   \
-			fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #x, s_);          \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 enum { REPS = 7, STEPS = 300 };
 static CUfunction fspin;
@@ -85,7 +56,7 @@ int main(int argc, char **argv)
 	CK(cuDeviceGet(&dev, 0));
 	CK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CK(cuCtxSetCurrent(ctx));
-	CK(cuModuleLoadData(&mod, ptx));
+	CK(cuModuleLoadData(&mod, cu_bench_ptx));
 	CK(cuModuleGetFunction(&fspin, mod, "spin"));
 	CK(cuMemAlloc(&dbuf, 4));
 	CK(cuMemHostAlloc((void **)&pinned, 4, 0));
@@ -115,7 +86,7 @@ int main(int argc, char **argv)
 				step(m, s, x);
 			t[r] = (now_us() - t0) / STEPS;
 		}
-		qsort(t, REPS, sizeof(double), cmp);
+		qsort(t, REPS, sizeof(double), cmp_double);
 		printf(", \"%s_us\": %.2f, \"%s_us_p90\": %.2f", m, t[REPS / 2], m, t[REPS * 9 / 10]);
 		fflush(stdout);
 	}
