@@ -410,6 +410,26 @@ static void duty_fresh(struct tput *t, const struct ve_policy_view *v,
 	t->run_ns[k] = 0;
 }
 
+/* Back from a gap as long as the averages' memory and far longer than its
+ * usual gaps: a pause (servers waiting for each other, a job between
+ * phases), not a host phase of its steps. Its time away would start turns
+ * and hand the GPU to whoever waited longest while the other waits for
+ * 'away' to decay (a decode server without SMs for a third of a second on
+ * the H200; test tput_grant_a_long_wait_starts_no_turns). The turn state
+ * restarts; its duty and its gaps' average keep the pause, as any gap: a
+ * job whose host phases all last this long keeps its weight and its short
+ * hold (tput_grant_hold_short_for_clients_with_long_gaps,
+ * tput_grant_long_host_phases_keep_their_weight), and after a few such
+ * gaps they are its usual ones. */
+static void turns_forget(struct tput *t, uint32_t k)
+{
+	if (t->turn_k == (int32_t)k)
+		t->turn_k = -1;
+	t->away[k] = 0;
+	t->run_from[k] = 0;
+	t->run_ns[k] = 0;
+}
+
 /* Exponential average of 'has work ready or in flight', sampled at every
  * grant decision, over duty_tau (default 200 ms: several steps of a training
  * job with host phases, so the weight does not follow each phase). A client
@@ -444,19 +464,8 @@ static void duty_update(struct tput *t, const struct ve_policy_view *v,
 		if (t->gap_from[k] && (busy || act > t->gap_from[k])) {
 			uint64_t end = busy ? v->now_ns : act;
 			double g = (double)(end - t->gap_from[k]);
-			if (g >= (double)t->duty_tau_ns) {
-				/* Back from a gap as long as the averages' memory:
-				 * a pause (servers waiting for each other, a job
-				 * between phases), not a host phase of its steps.
-				 * Its time away would start turns and hand the GPU
-				 * to whoever waited longest while the other waits
-				 * for 'away' to decay (a decode server without SMs
-				 * for a third of a second on the H200; test
-				 * tput_grant_a_long_wait_starts_no_turns). It
-				 * starts afresh, as a newcomer. */
-				duty_fresh(t, v, dem, k);
-				continue;
-			}
+			if (g >= (double)t->duty_tau_ns && g > 4 * t->gap_ns[k])
+				turns_forget(t, k);
 			t->gap_ns[k] += (g - t->gap_ns[k]) * 0.25;
 			/* Runs: from the end of a gap past the hand-over point
 			 * to the start of the next such gap (turn_away). */

@@ -21,6 +21,7 @@
 #include "core/desc.h"
 #include "coord/coord.h"
 #include "policy/registry.h"
+#include "policy/tput_impl.h"
 #include "pool/pool.h"
 #include "profile/profile.h"
 #include "util/util.h"
@@ -991,6 +992,45 @@ VE_TEST(tput_grant_hold_short_for_clients_with_long_gaps)
 	VE_CHECK(holds_5ms_into_gap("idle_short_ms=10,turns=0", 20, 15));
 	/* Gaps of 6 ms (shorter than idle_ms): held through them. */
 	VE_CHECK(holds_5ms_into_gap("turns=0", 20, 6));
+	/* Host phases of 250 ms, longer than duty_ms: still a job's gaps (a
+	 * restart of its history at each one kept the 10 ms hold). */
+	VE_CHECK(holds_5ms_into_gap("", 100, 250) == false);
+}
+
+/* A job whose host phases all outlast duty_ms (100 ms busy, 300 ms away,
+ * over and over) beside an always-busy one keeps the weight of its low duty
+ * (1 + prio (1 - duty), ~1.7 here) while it runs: a restart of its history
+ * at each return from such a gap made it 1.0. */
+VE_TEST(tput_grant_long_host_phases_keep_their_weight)
+{
+	struct grant_fix f;
+	grant_fix_init(&f, "tput", "");
+	const uint64_t ms = 1000000, period = 400;
+	uint64_t last_busy = 0;
+	double sum = 0;
+	uint32_t n = 0;
+	for (uint64_t i = 1; i <= 6 * period; i++) {
+		f.v.now_ns = i * ms;
+		bool busy = (i % period) < 100;
+		if (busy)
+			last_busy = f.v.now_ns;
+		f.dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy,
+						     .want_sms = 132, .active_ns = last_busy,
+						     .entry = f.plan.entry[0], .op_us = 100,
+						     .flags = busy && f.plan.entry[0] == VE_POOL_NONE
+								      ? VE_DEMAND_WAITING
+								      : 0};
+		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+						     .active_ns = f.v.now_ns, .entry = f.plan.entry[1],
+						     .op_us = 100};
+		grant_fix_round(&f);
+		if (busy && i > 3 * period) {
+			sum += ve__tput_weight(f.priv, 0);
+			n++;
+		}
+	}
+	VE_CHECK_MSG(n && sum / n > 1.3, "mean weight %.2f of the job with host phases", n ? sum / n : 0);
+	grant_fix_fini(&f);
 }
 
 /* Turns: two clients whose kernels are long and fill the GPU, one with host
