@@ -337,13 +337,17 @@ VE_TEST(wait_spin)
 }
 
 /* prog_shim_streams "prompt_while_busy" with VE_POLL_US=100000: how long a
- * short kernel that became ready while a long one ran took to synchronize. */
+ * short kernel that became ready while a long one ran took to synchronize.
+ * The waiter spins (and the dispatcher with it) for its whole wait: the
+ * fake runs that kernel for ~5 ms beside the long one, and a dispatcher
+ * back in its poll sleeps after a 1 ms spin would see its completion only
+ * at the next poll, 100 ms on. */
 static double prompt_ms(void)
 {
 	SH_PROG(path, "prog_shim_streams");
 	const char *argv[] = {path, "prompt_while_busy", NULL};
 	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 3,
-			    .env = {"VE_POLL_US=100000"}};
+			    .env = {"VE_POLL_US=100000", "VE_SYNC_SPIN_US=1000000"}};
 	static struct sh_result r;
 	sh_run(argv, &o, &r);
 	const char *p = strstr(r.out, "prompt_while_busy: second stream synchronized after ");
