@@ -460,8 +460,12 @@ void ve_dispatcher_notify(void *arg)
 {
 	struct ve_dispatcher *d = arg;
 	/* Pairs with the acquire load of wake_word in the thread's sleep path:
-	 * work published before this notify is visible once it wakes. */
-	atomic_fetch_add_explicit(&d->wake_word, 1, memory_order_release);
+	 * work published before this notify is visible once it wakes. Seq_cst
+	 * (a Dekker handshake with the sleeper's store of 'sleeping' and its
+	 * load of wake_word): either it sees the bump and does not sleep, or
+	 * this sees 'sleeping' and wakes it. Release alone allows both loads to
+	 * miss (x86's locked add hid that). */
+	atomic_fetch_add_explicit(&d->wake_word, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&d->sleeping, memory_order_seq_cst))
 		ve__futex_wake(&d->wake_word, 1, 1);
 }
