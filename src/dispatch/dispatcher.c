@@ -1392,6 +1392,22 @@ static int drain_pipeline(struct ve_dispatcher *d)
 	return moved;
 }
 
+/* Whether an application thread of an attached client waits for its work
+ * right now; with 'waits', also the sum of the clients' waits begun, ever
+ * (ve_vctx_waits: a change says a new wait began). Lock-free. */
+static bool clients_waiting(struct ve_dispatcher *d, uint32_t *waits)
+{
+	bool waiters = false;
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS && (waits || !waiters); c++) {
+		if (!d->cl[c].active)
+			continue;
+		waiters |= ve_vctx_has_waiters(d->cl[c].v);
+		if (waits)
+			*waits += ve_vctx_waits(d->cl[c].v);
+	}
+	return waiters;
+}
+
 int ve_dispatcher_poll(struct ve_dispatcher *d)
 {
 	int moved = 0, submitted = 0;
@@ -1467,9 +1483,7 @@ int ve_dispatcher_poll(struct ve_dispatcher *d)
 	}
 	moved += submitted;
 	if (d->nunm) {
-		bool waiters = false;
-		for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS && !waiters; c++)
-			waiters = d->cl[c].active && ve_vctx_has_waiters(d->cl[c].v);
+		bool waiters = clients_waiting(d, NULL);
 		d->idle_passes = submitted ? 0 : d->idle_passes + 1;
 		flush_lanes(d, waiters, VE_POOL_NONE, now);
 	}
@@ -1555,14 +1569,8 @@ static bool waiter_spin(struct ve_dispatcher *d, struct wait_spin *ws, bool *wai
 {
 	if (d->b->ops->version >= 2 && (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK))
 		return false;
-	bool waiters = false;
 	uint32_t waits = 0;
-	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
-		if (!d->cl[c].active)
-			continue;
-		waiters |= ve_vctx_has_waiters(d->cl[c].v);
-		waits += ve_vctx_waits(d->cl[c].v);
-	}
+	bool waiters = clients_waiting(d, &waits);
 	*waiters_seen = waiters;
 	if (!waiters || !d->cfg.wait_spin_ns)
 		return false;
