@@ -946,6 +946,27 @@ VE_TEST(tput_grant_shares_loops_that_read_back_every_step)
 	VE_CHECK(!loops_share(18000, 15000, 1000, true));
 }
 
+/* A tick at now_ns of a job with host phases (client 0, busy or not now;
+ * *last_busy its last busy tick) beside an always-busy one (client 1), both
+ * wanting the whole GPU, each on the entry of its last plan. */
+static void periodic_pair_round(struct grant_fix *f, uint64_t now_ns, bool busy,
+				uint64_t *last_busy)
+{
+	f->v.now_ns = now_ns;
+	if (busy)
+		*last_busy = now_ns;
+	f->dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy, .want_sms = 132,
+					      .active_ns = *last_busy, .entry = f->plan.entry[0],
+					      .op_us = 100,
+					      .flags = busy && f->plan.entry[0] == VE_POOL_NONE
+							   ? VE_DEMAND_WAITING
+							   : 0};
+	f->dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
+					      .active_ns = now_ns, .entry = f->plan.entry[1],
+					      .op_us = 100};
+	grant_fix_round(f);
+}
+
 /* The hold after a batch client's last work: idle_ms (10) while its gaps are
  * short, idle_short_ms (2) once they usually outlast idle_ms (host phases),
  * so a partner gets the SMs early. Client 0 runs busy_ms, idles gap_ms, over
@@ -960,20 +981,7 @@ static bool holds_5ms_into_gap(const char *args, uint64_t busy_ms, uint64_t gap_
 	bool held = false;
 	for (uint64_t i = 1; i <= 20 * period + busy_ms + 4; i++) {
 		t = i * ms;
-		f.v.now_ns = t;
-		bool busy = (i % period) < busy_ms;
-		if (busy)
-			last_busy = t;
-		f.dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy,
-						     .want_sms = 132, .active_ns = last_busy,
-						     .entry = f.plan.entry[0], .op_us = 100,
-						     .flags = busy && f.plan.entry[0] == VE_POOL_NONE
-								      ? VE_DEMAND_WAITING
-								      : 0};
-		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
-						     .active_ns = t, .entry = f.plan.entry[1],
-						     .op_us = 100};
-		grant_fix_round(&f);
+		periodic_pair_round(&f, t, (i % period) < busy_ms, &last_busy);
 		held = f.plan.entry[0] != VE_POOL_NONE;
 	}
 	/* The loop ended 5 ms after the last busy tick (i = 20 periods + busy_ms + 4). */
@@ -1010,20 +1018,8 @@ VE_TEST(tput_grant_long_host_phases_keep_their_weight)
 	double sum = 0;
 	uint32_t n = 0;
 	for (uint64_t i = 1; i <= 6 * period; i++) {
-		f.v.now_ns = i * ms;
 		bool busy = (i % period) < 100;
-		if (busy)
-			last_busy = f.v.now_ns;
-		f.dem[0] = (struct ve_client_demand){.ready = busy, .inflight = busy,
-						     .want_sms = 132, .active_ns = last_busy,
-						     .entry = f.plan.entry[0], .op_us = 100,
-						     .flags = busy && f.plan.entry[0] == VE_POOL_NONE
-								      ? VE_DEMAND_WAITING
-								      : 0};
-		f.dem[1] = (struct ve_client_demand){.ready = 2, .inflight = 4, .want_sms = 132,
-						     .active_ns = f.v.now_ns, .entry = f.plan.entry[1],
-						     .op_us = 100};
-		grant_fix_round(&f);
+		periodic_pair_round(&f, i * ms, busy, &last_busy);
 		if (busy && i > 3 * period) {
 			sum += ve__tput_weight(f.priv, 0);
 			n++;
@@ -1213,6 +1209,20 @@ VE_TEST(tput_grant_forgets_a_client_whose_slot_is_taken)
 	}
 }
 
+/* A client whose kernels want the whole GPU, at now_ns: busy (work ready,
+ * two in flight once its grant is in effect) or not; *last its last busy
+ * time; eff the grant in effect. */
+static struct ve_client_demand wide_demand(bool busy, uint64_t now_ns, uint64_t *last,
+					   uint16_t eff, uint32_t op_us)
+{
+	if (busy)
+		*last = now_ns;
+	return (struct ve_client_demand){
+	    .ready = busy, .inflight = busy && eff != VE_POOL_NONE ? 2 : 0, .want_sms = 132,
+	    .active_ns = *last, .entry = eff, .op_us = op_us,
+	    .flags = busy && eff == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+}
+
 /* A progress model of two wide clients (kernels fill the GPU, 1 ms each)
  * under the grants: client k needs gpu_ms of whole-GPU time per step (less
  * SMs, proportionally longer), then host_ms on the host; a grant takes
@@ -1235,13 +1245,7 @@ static void turn_progress_to(const char *args, const double *gpu_ms, const doubl
 		f.v.now_ns = i * 200000;
 		bool stopped = stop_ms > 0 && i * tick_ms >= stop_ms;
 		for (int k = 0; k < 2; k++) {
-			bool busy = host[k] <= 0;
-			if (busy)
-				last[k] = f.v.now_ns;
-			f.dem[k] = (struct ve_client_demand){
-			    .ready = busy, .inflight = busy && eff[k] != VE_POOL_NONE ? 2 : 0,
-			    .want_sms = 132, .active_ns = last[k], .entry = eff[k], .op_us = 1000,
-			    .flags = busy && eff[k] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+			f.dem[k] = wide_demand(host[k] <= 0, f.v.now_ns, &last[k], eff[k], 1000);
 		}
 		grant_fix_round(&f);
 		if (stopped && starved_ms) {
@@ -1337,15 +1341,10 @@ VE_TEST(tput_grant_a_long_wait_starts_no_turns)
 	double starved[2] = {0, 0}, worst = 0, sm_ms[2] = {0, 0};
 	for (uint64_t i = 1; i <= 5250; i++) { /* 0.2 ms ticks: 1,050 ms */
 		f.v.now_ns = i * 200000;
-		bool run = i <= 250 || i > 2750 + 0; /* busy, idle 500 ms, busy */
+		bool run = i <= 250 || i > 2750; /* busy, idle 500 ms, busy */
 		for (int k = 0; k < 2; k++) {
 			bool busy = run && !(k == 0 && i == 2751); /* one starts a tick later */
-			if (busy)
-				last[k] = f.v.now_ns;
-			f.dem[k] = (struct ve_client_demand){
-			    .ready = busy, .inflight = busy && eff[k] != VE_POOL_NONE ? 2 : 0,
-			    .want_sms = 132, .active_ns = last[k], .entry = eff[k], .op_us = 450,
-			    .flags = busy && eff[k] == VE_POOL_NONE ? VE_DEMAND_WAITING : 0};
+			f.dem[k] = wide_demand(busy, f.v.now_ns, &last[k], eff[k], 450);
 		}
 		grant_fix_round(&f);
 		for (int k = 0; k < 2; k++) {
