@@ -279,8 +279,12 @@ int ve_tl_write(struct ve_tl *t, FILE *f, const char *other)
 			t0 = t->ev[i].t0;
 	if (t0 == UINT64_MAX)
 		t0 = 0;
-	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{%s},\"traceEvents\":[\n",
-		other ? other : "");
+	/* origin_ns: the clock reading of ts 0, so a trace lines up with
+	 * stamps an application took on the same clock. */
+	fprintf(f,
+		"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"origin_ns\":%llu%s%s},"
+		"\"traceEvents\":[\n",
+		(unsigned long long)t0, other && *other ? "," : "", other ? other : "");
 	bool first = true;
 	for (uint32_t g = 0; g < t->ngr; g++) {
 		fprintf(f,

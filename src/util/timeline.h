@@ -39,8 +39,10 @@ int ve_tl_slice(struct ve_tl *t, int track, uint64_t t0_ns, uint64_t t1_ns, cons
 		uint64_t cookie);
 /* A point in time on track (a marker across the track). */
 int ve_tl_instant(struct ve_tl *t, int track, uint64_t t_ns, const char *name, uint64_t cookie);
-/* The JSON document. Times are relative to the earliest event, in us.
- * other (may be NULL) are members of its "otherData" object. 0 or -EIO. */
+/* The JSON document. Times are relative to the earliest event, in us; its
+ * time in ns on the slices' clock is otherData's "origin_ns" (the runtime's
+ * traces use CLOCK_MONOTONIC, ve-sim its simulated clock). other (may be
+ * NULL) are further members of "otherData". 0 or -EIO. */
 int ve_tl_write(struct ve_tl *t, FILE *f, const char *other);
 uint32_t ve_tl_count(const struct ve_tl *t);
 

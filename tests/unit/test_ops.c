@@ -62,7 +62,8 @@ VE_TEST(timeline_rows)
 	FILE *f = open_memstream(&text, &n);
 	VE_CHECK_EQ(ve_tl_write(tl, f, "\"k\":1"), 0);
 	fclose(f);
-	VE_CHECK(strstr(text, "\"otherData\":{\"k\":1}") != NULL);
+	/* ts 0 is the earliest slice; origin_ns says when that was. */
+	VE_CHECK(strstr(text, "\"otherData\":{\"origin_ns\":1000,\"k\":1}") != NULL);
 	VE_CHECK(strstr(text, "\"name\":\"entry 3 (16 SMs)\"") != NULL);
 	VE_CHECK(strstr(text, "\"name\":\"entry 3 (16 SMs) #2\"") != NULL);
 	VE_CHECK(strstr(text, "\"name\":\"entry 3 (16 SMs) #3\"") != NULL);

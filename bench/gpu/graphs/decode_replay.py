@@ -42,6 +42,13 @@ def main():
     ap.add_argument("--eager", action="store_true", help="no graph (for comparison)")
     ap.add_argument("--parts", action="store_true",
                     help="also time each step's launch call and read-back apart (medians in us)")
+    ap.add_argument("--read", choices=("item", "tolist"), default="item",
+                    help="how the host reads each step's result: one token with .item() (a copy "
+                         "into pinned memory and a synchronize) or every slot's with .tolist() "
+                         "(a copy into pageable memory)")
+    ap.add_argument("--stamps", help="write each measured step's CLOCK_MONOTONIC ns before the "
+                    "launch, after it and after the read-back to this JSON file (to line up with "
+                    "a VE_TRACE timeline: bench/gpu/probe/step_split.py)")
     a = ap.parse_args()
     if a.check_steps < 1 or a.batch < 1 or (a.seconds <= 0 and a.steps < 1):
         ap.error("need --check-steps >= 1, --batch >= 1 and --steps >= 1 or --seconds > 0")
@@ -79,18 +86,25 @@ def main():
     steps, rates = 0, []
     t_start = time.perf_counter()
     t_win, n_win = t_start, 0
-    t_launch, t_read = [], []
+    t_launch, t_read, stamps = [], [], []
+    read = (lambda: eng.out[0, 0].item()) if a.read == "item" else (lambda: eng.out.tolist())
     while True:
-        if a.parts:
+        if a.stamps:
+            t0 = time.monotonic_ns()
+            eng.step()
+            t1 = time.monotonic_ns()
+            read()
+            stamps.append((t0, t1, time.monotonic_ns()))
+        elif a.parts:
             t0 = time.perf_counter()
             eng.step()
             t1 = time.perf_counter()
-            eng.out[0, 0].item()
+            read()
             t_launch.append(t1 - t0)
             t_read.append(time.perf_counter() - t1)
         else:
             eng.step()
-            eng.out[0, 0].item()
+            read()
         steps += 1
         n_win += 1
         now = time.perf_counter()
@@ -103,6 +117,9 @@ def main():
             break
     elapsed = time.perf_counter() - t_start
     sps = steps / elapsed
+    if a.stamps:
+        with open(a.stamps, "w") as f:
+            json.dump({"clock": "CLOCK_MONOTONIC", "steps": stamps}, f)
     parts = {}
     if a.parts:
         parts = {"launch_call_us_p50": round(statistics.median(t_launch) * 1e6, 2),
