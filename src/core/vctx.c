@@ -17,7 +17,11 @@
 #define INLINE_PAYLOAD 256u
 #define DUMP_PREDS     4u
 
-enum op_state { OP_FREE = 0, OP_PENDING, OP_READY, OP_POPPED, OP_DISPATCHED };
+/* OP_SELF: kept by the thread that recorded it, which runs it itself
+ * (ve_vctx_submit_self); never offered to the dispatcher. */
+#define VE__WAIT_LOG 65536u /* waits kept for a trace (cfg.stamp_calls) */
+
+enum op_state { OP_FREE = 0, OP_PENDING, OP_READY, OP_POPPED, OP_DISPATCHED, OP_SELF };
 enum stream_kind { SK_LEGACY = 0, SK_PER_THREAD, SK_BLOCKING, SK_NON_BLOCKING };
 enum obj_state { OBJ_FREE = 0, OBJ_LIVE, OBJ_ZOMBIE };
 
@@ -91,6 +95,14 @@ struct ve_vctx {
 	_Atomic uint32_t a_waiters;
 	_Atomic uint32_t a_waits; /* waits begun, ever (ve_vctx_waits) */
 	_Atomic uint32_t a_done_seq;
+	/* The pipelined op the dispatcher has claimed (DISPATCHED) and is still
+	 * handing to the driver, VE_TOK_NONE when none: ve_vctx_submit_self
+	 * must not put work behind it on its lane before it is there. */
+	_Atomic ve_tok a_sending;
+	/* cfg.stamp_calls: when each wait for a live op began and ended (ns
+	 * pairs, under the lock; full: later waits are not kept). */
+	uint64_t *wlog;
+	uint32_t nwlog;
 
 	struct ve_vctx_config cfg;
 	struct ve__toktab tt;
@@ -267,6 +279,8 @@ int ve_vctx_create(const struct ve_vctx_config *cfg_in, struct ve_vctx **out)
 		v->event_free = i;
 	}
 	v->next_generation = 1;
+	if (cfg.stamp_calls && !(v->wlog = malloc(2 * VE__WAIT_LOG * sizeof(*v->wlog))))
+		goto fail;
 	v->ready_head = v->ready_tail = VE__NIL;
 	v->pipe_head = v->pipe_tail = VE__NIL;
 	/* Adaptive: the application thread records ops while the dispatcher
@@ -305,6 +319,7 @@ void ve_vctx_destroy(struct ve_vctx *v)
 	pthread_cond_destroy(&v->space_cv);
 	ve__toktab_fini(&v->tt);
 	free(v->ops);
+	free(v->wlog);
 	free(v->inline_payload);
 	free(v->big_payload);
 	free(v->big_free);
@@ -696,8 +711,8 @@ static bool complete_locked(struct ve_vctx *v, ve_tok tok, uint64_t t_ns)
 				again = true;
 				break;
 			}
-			if (od->state == OP_DISPATCHED)
-				continue; /* pipelined: already behind it on its lane */
+			if (od->state == OP_DISPATCHED || od->state == OP_SELF)
+				continue; /* pipelined, or its recorder runs it */
 			if (v->nready == 0)
 				woke = true;
 			ready_push_tail(v, d);
@@ -751,9 +766,39 @@ static uint32_t edges_needed(struct ve_vctx *v, const struct stream *s, uint32_t
 }
 
 /* Records one op on stream sidx. Called with the lock held and capacity checked. */
+/* What ve_vctx_submit_self asks of record_locked: keep the op when it can
+ * run behind its one live predecessor's lane (or has none). */
+struct self_claim {
+	bool claimed;
+	uint32_t lane;
+	ve_tok after;
+};
+
+static bool self_claim_locked(struct ve_vctx *v, uint32_t slot, struct self_claim *sc)
+{
+	struct op *o = &v->ops[slot];
+	if (v->tt.npend[slot] == 0) {
+		*sc = (struct self_claim){.claimed = true, .lane = VE__NIL, .after = VE_TOK_NONE};
+	} else if (v->tt.npend[slot] == 1) {
+		/* On its lane already: DISPATCHED and, if the dispatcher claimed it
+		 * as a pipelined op, handed to the driver (a_sending). An inline
+		 * op (an event record) is on no lane of its own. */
+		ve_tok p = o->preds[0];
+		struct op *po = op_of(v, p);
+		if (po->state != OP_DISPATCHED || !may_follow(po) ||
+		    atomic_load_explicit(&v->a_sending, memory_order_acquire) == p)
+			return false;
+		*sc = (struct self_claim){.claimed = true, .lane = po->lane, .after = p};
+	} else {
+		return false;
+	}
+	o->state = OP_SELF;
+	return true;
+}
+
 static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_desc *d,
 			    const uint8_t *payload_src, const ve_tok *extra, uint32_t nextra,
-			    bool hold, bool *woke)
+			    bool hold, struct self_claim *sc, bool *woke)
 {
 	ve_tok tok;
 	ve__tok_alloc(&v->tt, &tok); /* capacity checked */
@@ -808,6 +853,8 @@ static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_de
 	}
 	s->tail = tok;
 	o->in_pipe = 0;
+	if (sc && !hold && self_claim_locked(v, slot, sc))
+		return tok;
 	if (v->tt.npend[slot] == 0) {
 		*woke |= became_ready(v, slot);
 	} else if (v->tt.npend[slot] == 1 && !hold) {
@@ -971,8 +1018,8 @@ static void watcher_arm_locked(struct ve_vctx *v, ve_tok t, uint32_t i)
 	v->wat_tail[slot] = i;
 }
 
-int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream h, const struct ve_desc *din, unsigned flags,
-		      const ve_tok *extra, uint32_t nextra, ve_tok *out)
+static int submit_any(struct ve_vctx *v, ve_stream h, const struct ve_desc *din, unsigned flags,
+		      const ve_tok *extra, uint32_t nextra, struct self_claim *sc, ve_tok *out)
 {
 	if (!v || !din || (nextra && !extra))
 		return -EINVAL;
@@ -999,10 +1046,79 @@ int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream h, const struct ve_desc *din,
 		rc = -ENOENT;
 		goto out;
 	}
-	ve_tok tok = record_locked(v, sidx, &d, din->payload, extra, nextra, false, &woke);
+	ve_tok tok = record_locked(v, sidx, &d, din->payload, extra, nextra, false, sc, &woke);
 	if (out)
 		*out = tok;
 out:
+	unlock_notify(v, woke);
+	return rc;
+}
+
+int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream h, const struct ve_desc *din, unsigned flags,
+		      const ve_tok *extra, uint32_t nextra, ve_tok *out)
+{
+	return submit_any(v, h, din, flags, extra, nextra, NULL, out);
+}
+
+int ve_vctx_submit_self(struct ve_vctx *v, ve_stream h, const struct ve_desc *d, ve_tok *out,
+			uint32_t *lane, ve_tok *after)
+{
+	if (!out || !lane || !after)
+		return -EINVAL;
+	/* The stream's last op on its way to a lane (ready, popped, or handed
+	 * to the driver right now): give the dispatcher the moment it needs,
+	 * up to the spin a wait would take anyway, so the op can follow it. */
+	uint64_t t0 = 0;
+	for (uint32_t k = 0;; k++) {
+		uint32_t sidx;
+		pthread_mutex_lock(&v->lock);
+		struct stream *s = stream_get(v, h, &sidx);
+		ve_tok t = s ? s->tail : VE_TOK_NONE;
+		const struct op *o = ve__tok_live(&v->tt, t) ? op_of(v, t) : NULL;
+		bool coming = o && (o->state == OP_READY || o->state == OP_POPPED ||
+				    (o->state == OP_DISPATCHED &&
+				     atomic_load_explicit(&v->a_sending, memory_order_acquire) == t));
+		pthread_mutex_unlock(&v->lock);
+		if (!coming)
+			break;
+		if (!t0)
+			t0 = ve__now_ns();
+		else if ((k & 15) == 0 && ve__now_ns() - t0 >= v->cfg.sync_spin_ns)
+			break;
+		for (int i = 0; i < 16; i++) /* off the lock the dispatcher needs */
+			ve__cpu_relax();
+	}
+	struct self_claim sc = {.claimed = false};
+	int rc = submit_any(v, h, d, 0, NULL, 0, &sc, out);
+	if (rc)
+		return rc;
+	if (!sc.claimed)
+		return 1;
+	*lane = sc.lane == VE__NIL ? VE_VCTX_NO_LANE : sc.lane;
+	*after = sc.after;
+	return 0;
+}
+
+int ve_vctx_self_done(struct ve_vctx *v, ve_tok t)
+{
+	bool woke = false;
+	int rc = -ENOENT;
+	pthread_mutex_lock(&v->lock);
+	if (ve__tok_live(&v->tt, t)) {
+		struct op *o = op_of(v, t);
+		uint32_t slot = ve_tok_slot(t);
+		/* Its predecessor done first: completing it earlier would leave
+		 * an edge into a recycled slot (and a query of the predecessor's
+		 * stream busy after this op, which follows it, returned). */
+		if (o->state != OP_SELF)
+			rc = -EINVAL;
+		else if (v->tt.npend[slot])
+			rc = -EBUSY;
+		else {
+			woke = complete_locked(v, t, 0);
+			rc = 0;
+		}
+	}
 	unlock_notify(v, woke);
 	return rc;
 }
@@ -1076,7 +1192,7 @@ static void record_event_locked(struct ve_vctx *v, struct event *e, ve_event eh,
 	 * completes inside record_locked and must find its generation current. */
 	e->generation = gen;
 	e->t_valid = 0;
-	e->tok = record_locked(v, sidx, &d, NULL, extra, nextra, false, woke);
+	e->tok = record_locked(v, sidx, &d, NULL, extra, nextra, false, NULL, woke);
 }
 
 int ve_vctx_event_record(struct ve_vctx *v, ve_event eh, ve_stream sh, uint64_t app_event)
@@ -1117,7 +1233,7 @@ static void record_wait_locked(struct ve_vctx *v, uint32_t sidx, ve_event eh, ui
 	d.u.ev.event_idx = (uint32_t)eh;
 	d.u.ev.generation = generation;
 	d.key = ve_desc_key(&d);
-	record_locked(v, sidx, &d, NULL, &gtok, 1, false, woke);
+	record_locked(v, sidx, &d, NULL, &gtok, 1, false, NULL, woke);
 }
 
 /* Tails of every stream but 'skip' with work pending, into out (max entries). */
@@ -1303,7 +1419,7 @@ static int wait_marker(struct ve_vctx *v, ve_stream sh, bool hold, ve_tok *out)
 	struct ve_desc d = {.kind = VE_OP_EVENT_WAIT};
 	d.u.ev.event_idx = UINT32_MAX; /* no local event: never stamped */
 	d.key = ve_desc_key(&d);
-	ve_tok t = record_locked(v, sidx, &d, NULL, NULL, 0, hold, &woke);
+	ve_tok t = record_locked(v, sidx, &d, NULL, NULL, 0, hold, NULL, &woke);
 	if (out)
 		*out = t;
 out:
@@ -1436,6 +1552,7 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 		dl.tv_nsec = (long)(ns % 1000000000ull);
 	}
 	int rc = 0;
+	uint64_t t_begin = v->wlog ? ve__now_ns() : 0;
 	v->nwaiters++;
 	/* Tell the dispatcher someone waits: it reports deferred completions
 	 * now instead of at its next batch (notify only bumps atomics). */
@@ -1482,6 +1599,11 @@ static int wait_tok_locked(struct ve_vctx *v, ve_tok t, uint64_t timeout_ns, boo
 	}
 	v->nwaiters--;
 	atomic_fetch_sub_explicit(&v->a_waiters, 1, memory_order_relaxed);
+	if (v->wlog && v->nwlog < VE__WAIT_LOG) {
+		v->wlog[2 * v->nwlog] = t_begin;
+		v->wlog[2 * v->nwlog + 1] = ve__now_ns();
+		v->nwlog++;
+	}
 	if (rc == 0 && v->error)
 		rc = -EIO;
 	return rc;
@@ -1497,6 +1619,15 @@ uint64_t ve_vctx_call_ns(struct ve_vctx *v, ve_tok t)
 	/* Written before the op was published under the lock, read by the
 	 * thread that popped or claimed it under the lock since. */
 	return v->ops[ve_tok_slot(t)].t_call;
+}
+
+uint32_t ve_vctx_wait_log(struct ve_vctx *v, const uint64_t **pairs)
+{
+	pthread_mutex_lock(&v->lock);
+	uint32_t n = v->nwlog;
+	pthread_mutex_unlock(&v->lock);
+	*pairs = v->wlog;
+	return n;
 }
 
 uint32_t ve_vctx_waits(struct ve_vctx *v)
@@ -1787,10 +1918,21 @@ int ve_vctx_pipeline_claim(struct ve_vctx *v, ve_tok t, ve_tok behind)
 	if (ve__tok_live(&v->tt, t) && pipe_valid(v, ve_tok_slot(t)) &&
 	    op_of(v, t)->behind == behind) {
 		woke = mark_dispatched_locked(v, ve_tok_slot(t), op_of(v, behind)->lane);
+		/* On its lane only once the driver has it (ve_vctx_pipeline_sent). */
+		atomic_store_explicit(&v->a_sending, t, memory_order_relaxed);
 		rc = 0;
 	}
 	unlock_notify(v, woke);
 	return rc;
+}
+
+void ve_vctx_pipeline_sent(struct ve_vctx *v, ve_tok t)
+{
+	/* Release: a thread that reads the cleared value sees the driver's
+	 * submission of t done (ve_vctx_submit_self queues behind it). */
+	ve_tok expect = t;
+	atomic_compare_exchange_strong_explicit(&v->a_sending, &expect, VE_TOK_NONE,
+						memory_order_release, memory_order_relaxed);
 }
 
 int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t)
@@ -1805,6 +1947,8 @@ int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t)
 		if (o->state == OP_DISPATCHED) {
 			undispatch_inline_locked(v, s);
 			o->lane = VE__NIL;
+			/* Under the lock, after the state: never on a lane. */
+			ve_vctx_pipeline_sent(v, t);
 			rc = 0;
 			if (v->tt.npend[s] == 0) {
 				/* Its predecessor completed meanwhile: it is ready now. */
@@ -1962,8 +2106,8 @@ static const char *stream_kind_name(int k)
 
 static const char *op_state_name(int s)
 {
-	static const char *n[] = {"free", "pending", "ready", "popped", "dispatched"};
-	return s >= 0 && s < 5 ? n[s] : "?";
+	static const char *n[] = {"free", "pending", "ready", "popped", "dispatched", "self"};
+	return s >= 0 && s < (int)VE_ARRAY_SIZE(n) ? n[s] : "?";
 }
 
 void ve_vctx_dump(struct ve_vctx *v, FILE *f)

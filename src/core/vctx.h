@@ -152,6 +152,24 @@ int ve_vctx_submit(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, unsi
 int ve_vctx_submit_ex(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, unsigned flags,
 		      const ve_tok *extra, uint32_t nextra, ve_tok *out);
 
+/* An op the calling thread runs itself: a read-back it would wait for at
+ * once anyway (the shim's copies into pageable memory), which the driver
+ * then orders behind the stream's work on the GPU with no hand-over to the
+ * dispatcher and back. Records d like ve_vctx_submit. When the op has no
+ * live predecessor, or exactly one that is a kernel or a copy already in
+ * the driver's hands on a lane, the op stays the caller's (returns 0):
+ * *lane is that lane (VE_VCTX_NO_LANE: none, any stream will do) and *after
+ * that predecessor (VE_TOK_NONE: none). The caller enqueues the op on the
+ * lane's stream, waits for 'after' (ve_vctx_tok_wait), then calls
+ * ve_vctx_self_done. Otherwise returns 1: the op was queued as
+ * ve_vctx_submit queues it; wait for *out as usual. */
+#define VE_VCTX_NO_LANE UINT32_MAX
+int ve_vctx_submit_self(struct ve_vctx *v, ve_stream s, const struct ve_desc *d, ve_tok *out,
+			uint32_t *lane, ve_tok *after);
+/* Completes an op kept by ve_vctx_submit_self: -EBUSY while its predecessor
+ * is live, -EINVAL if t is not such an op. */
+int ve_vctx_self_done(struct ve_vctx *v, ve_tok t);
+
 /* ---- cross-vctx waits (several devices, docs/architecture.md "Several GPUs") ----
  *
  * cuStreamWaitEvent may name an event of another context (CUDA Driver API,
@@ -242,6 +260,9 @@ struct ve_pipe_info {
 int ve_vctx_pop_pipeline(struct ve_vctx *v, struct ve_pipe_info *out, int max);
 int ve_vctx_pipeline_claim(struct ve_vctx *v, ve_tok t, ve_tok behind);
 int ve_vctx_pipeline_unclaim(struct ve_vctx *v, ve_tok t);
+/* A claimed pipelined op is in the driver's hands (its submission
+ * returned): from now on ve_vctx_submit_self may queue behind it. */
+void ve_vctx_pipeline_sent(struct ve_vctx *v, ve_tok t);
 
 /* A popped op could not be dispatched: back to the front of the ready list. */
 int ve_vctx_requeue(struct ve_vctx *v, ve_tok t);
@@ -279,6 +300,10 @@ bool ve_vctx_has_waiters(struct ve_vctx *v);
 /* How many waits for tokens of v have begun, ever (lock-free, wraps): a
  * change says a new wait began. */
 uint32_t ve_vctx_waits(struct ve_vctx *v);
+/* With cfg.stamp_calls: the waits for live ops so far, as (began, ended)
+ * ns pairs in *pairs (the first 65536; valid until ve_vctx_destroy), for a
+ * trace. Returns how many; 0 without stamps. */
+uint32_t ve_vctx_wait_log(struct ve_vctx *v, const uint64_t **pairs);
 /* When token t (recorded, not yet complete) was recorded, with
  * cfg.stamp_calls; 0 without. */
 uint64_t ve_vctx_call_ns(struct ve_vctx *v, ve_tok t);

@@ -1302,6 +1302,7 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 			ve_vctx_pipeline_unclaim(cs->v, pi->tok);
 			return -1;
 		}
+		ve_vctx_pipeline_sent(cs->v, pi->tok);
 		if (compute)
 			note_demand(d, c, desc, d->b->ops->now(d->b));
 		d->st.pipelined++;
@@ -1336,6 +1337,7 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 			L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
 		return -1;
 	}
+	ve_vctx_pipeline_sent(cs->v, pi->tok);
 	if (compute && *run < UINT16_MAX)
 		(*run)++;
 	d->st.pipelined++;

@@ -33,6 +33,8 @@ struct ve_trace {
 	struct grant_span *g;
 	uint32_t ng, gcap;
 	struct open_grant open[MAX_NAMED_CLIENTS];
+	const uint64_t *waits[MAX_NAMED_CLIENTS];
+	uint32_t nwaits[MAX_NAMED_CLIENTS];
 };
 
 int ve_trace_create(uint32_t cap, struct ve_trace **out)
@@ -77,6 +79,14 @@ void ve_trace_set_client_name(struct ve_trace *t, uint32_t client, const char *n
 		snprintf(t->names[client], sizeof(t->names[client]), "%s", name);
 }
 
+void ve_trace_set_waits(struct ve_trace *t, uint32_t client, const uint64_t *pairs, uint32_t n)
+{
+	if (client < MAX_NAMED_CLIENTS) {
+		t->waits[client] = pairs;
+		t->nwaits[client] = pairs ? n : 0;
+	}
+}
+
 uint64_t ve_trace_dropped(const struct ve_trace *t)
 {
 	return t->dropped;
@@ -112,10 +122,17 @@ void ve_trace_grant(struct ve_trace *t, uint32_t client, uint16_t entry, uint32_
 
 /* Cookies say which record a slice's arguments come from. */
 #define CK_GRANT (1ull << 63)
+#define CK_WAIT (1ull << 62) /* client << 32 | index of the pair */
 
 static void slice_args(void *arg, uint64_t cookie, FILE *f)
 {
 	const struct ve_trace *t = arg;
+	if (cookie & CK_WAIT) {
+		uint32_t c = (uint32_t)((cookie & ~CK_WAIT) >> 32), i = (uint32_t)cookie;
+		fprintf(f, "\"client\":%u,\"wait_us\":%.3f", c,
+			(double)(t->waits[c][2 * i + 1] - t->waits[c][2 * i]) / 1e3);
+		return;
+	}
 	if (cookie & CK_GRANT) {
 		const struct grant_span *g = &t->g[cookie & ~CK_GRANT];
 		fprintf(f, "\"client\":%u,\"entry\":%u,\"sms\":%u", g->client, g->entry, g->sms);
@@ -200,6 +217,19 @@ int ve_trace_write(struct ve_trace *t, const char *path)
 		int gt = ve_tl_track(tl, "clients", 2, track, 2 * (int)g->client + 1);
 		snprintf(name, sizeof(name), "granted entry %u (%u SMs)", g->entry, g->sms);
 		rc |= ve_tl_slice(tl, gt, g->t0, g->t1, name, CK_GRANT | i);
+	}
+	/* Where an application thread waited for the GPU (from its call to
+	 * its return): the other half of a synchronized step. */
+	for (uint32_t c = 0; c < MAX_NAMED_CLIENTS && rc == 0; c++) {
+		if (!t->nwaits[c])
+			continue;
+		client_track_name(t, c, track, sizeof(track));
+		size_t len = strlen(track);
+		snprintf(track + len, sizeof(track) - len, " waits");
+		int wt = ve_tl_track(tl, "clients", 2, track, 2 * (int)c + 1);
+		for (uint32_t i = 0; i < t->nwaits[c] && rc == 0; i++)
+			rc |= ve_tl_slice(tl, wt, t->waits[c][2 * i], t->waits[c][2 * i + 1], "wait",
+					  CK_WAIT | (uint64_t)c << 32 | i);
 	}
 	if (rc) {
 		ve_tl_destroy(tl);

@@ -39,6 +39,10 @@ void ve_trace_set_client_name(struct ve_trace *t, uint32_t client, const char *n
  * of the previous grant, if it differs. */
 void ve_trace_grant(struct ve_trace *t, uint32_t client, uint16_t entry, uint32_t sms,
 		    uint64_t now_ns);
+/* The application threads' waits of a client (begin, end ns pairs; the
+ * vctx's ve_vctx_wait_log), drawn as slices on a track of their own by
+ * ve_trace_write: the memory must stay valid until then. */
+void ve_trace_set_waits(struct ve_trace *t, uint32_t client, const uint64_t *pairs, uint32_t n);
 int ve_trace_write(struct ve_trace *t, const char *path);
 uint64_t ve_trace_dropped(const struct ve_trace *t);
 uint32_t ve_trace_count(const struct ve_trace *t);

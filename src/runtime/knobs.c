@@ -13,7 +13,7 @@ const char *const ve_knobs[] = {
     "VE_MARK_EVERY",  "VE_SYNC_SPIN_US", "VE_POLL_US", "VE_IDLE_SPIN_US", "VE_WANT", "VE_WATCHDOG_MS", "VE_TRACE",	     "VE_PROFILE",
     "VE_PROFILE_OUT", "VE_LOG_LEVEL",	"VE_LOG_FILE",	  "VE_LIBCUDA",	     "VE_COMPLETION",
     "VE_LIB",	      "VE_DAEMON",	"VE_SOCKET_DIR",  "VE_GRAPHS",	     "VE_PRELOAD",
-    "VE_BOUNCE_KB",   "VE_TPOT_MS",	"VE_EXIT_DRAIN_MS",
+    "VE_BOUNCE_KB",   "VE_READ_SELF",  "VE_TPOT_MS",	"VE_EXIT_DRAIN_MS",
 };
 const size_t ve_nknobs = VE_ARRAY_SIZE(ve_knobs);
 

@@ -12,6 +12,7 @@
  * ("Intercepted calls"); the comments here say why, briefly.
  */
 #include "backend/cuda_desc.h"
+#include "backend/cuda.h"
 #include "runtime/runtime.h"
 #include "shim/shim.h"
 #include "util/util.h"
@@ -150,12 +151,45 @@ static bool device_range_ok(CUdeviceptr src, size_t n)
 	       src >= base && n <= size && src - base <= size - n;
 }
 
-/* A small copy from the device into pageable memory as a logical op
- * through a pinned bounce buffer (bounce.c): it runs on the GPU right
- * behind the stream's work and the caller waits once, then the bytes are
- * copied to dst. False when it cannot (too large, no buffer free, a stream
- * capture open, a source outside this device's allocations or managed):
- * the caller takes the ordered pass-through, the driver's own copy. */
+/* A read-back the application's thread runs itself (ve_vctx_submit_self
+ * kept the op for it): the driver's own copy into pageable memory, which
+ * returns once the data is there, on the lane that holds the stream's last
+ * op, so the GPU runs it right behind that op and the driver's wait is the
+ * only one; no hand-over to the dispatcher and back. Then the op completes
+ * once its predecessor has (the dispatcher has usually seen that by then:
+ * the predecessor finished before the copy began). */
+static CUresult read_self(const struct ve_target *t, void *dst, CUdeviceptr src, size_t n,
+			  ve_tok tok, uint32_t lane, ve_tok after)
+{
+	CUstream st = t->real;
+	if (lane != VE_VCTX_NO_LANE && ve_cuda_backend_lane_stream(ve__shim.backend, lane, &st)) {
+		/* Not a stream of the backend's (cannot happen for a kernel or
+		 * a copy): wait for the predecessor, then any stream will do. */
+		int rc = ve_vctx_tok_wait(V(), after);
+		if (rc)
+			return ve__cu_error(rc);
+		after = VE_TOK_NONE;
+		st = t->real;
+	}
+	CUresult r = VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, st));
+	int rc = after != VE_TOK_NONE ? ve_vctx_tok_wait(V(), after) : 0;
+	if (rc == 0)
+		rc = ve_vctx_self_done(V(), tok);
+	if (r == CUDA_SUCCESS && rc)
+		r = ve__cu_error(rc);
+	if (r == CUDA_SUCCESS)
+		atomic_fetch_add_explicit(&ve__shim.read_self, 1, memory_order_relaxed);
+	return r;
+}
+
+/* A small copy from the device into pageable memory as a logical op: run
+ * by the calling thread right behind the stream's work when that is on one
+ * lane (read_self, VE_READ_SELF), else through a pinned bounce buffer
+ * (bounce.c): it runs on the GPU right behind the stream's work and the
+ * caller waits once, then the bytes are copied to dst. False when it
+ * cannot (too large, no buffer free, a stream capture open, a source
+ * outside this device's allocations or managed): the caller takes the
+ * ordered pass-through, the driver's own copy. */
 static bool bounce_to_host(const struct ve_target *t, void *dst, CUdeviceptr src, size_t n,
 			   CUresult *out)
 {
@@ -166,10 +200,29 @@ static bool bounce_to_host(const struct ve_target *t, void *dst, CUdeviceptr src
 	void *b = ve__bounce_get(n, &slot);
 	if (!b)
 		return false;
-	CUresult r = submit_copy(t, VE_CP_DTOH, (CUdeviceptr)(uintptr_t)b, src, n, NULL, 0, true);
-	if (r == CUDA_SUCCESS) {
-		memcpy(dst, b, n);
-		atomic_fetch_add_explicit(&ve__shim.bounced, 1, memory_order_relaxed);
+	/* The descriptor a queued op needs: into the bounce buffer. */
+	struct ve_desc d = {.kind = VE_OP_MEMCPY};
+	d.u.cp.dst = (CUdeviceptr)(uintptr_t)b;
+	d.u.cp.src = src;
+	d.u.cp.bytes = n;
+	d.u.cp.variant = VE_CP_DTOH;
+	ve_tok tok = VE_TOK_NONE, after = VE_TOK_NONE;
+	uint32_t lane = VE_VCTX_NO_LANE;
+	int rc = ve__shim.cfg.read_self ? ve_vctx_submit_self(V(), t->ls, &d, &tok, &lane, &after)
+					: ve_vctx_submit(V(), t->ls, &d, 0, &tok);
+	if (rc == 0 && !ve__shim.cfg.read_self)
+		rc = 1; /* queued */
+	CUresult r;
+	if (rc == 0) {
+		r = read_self(t, dst, src, n, tok, lane, after);
+	} else if (rc == 1) {
+		r = ve__cu_error(ve_vctx_tok_wait(V(), tok));
+		if (r == CUDA_SUCCESS) {
+			memcpy(dst, b, n);
+			atomic_fetch_add_explicit(&ve__shim.bounced, 1, memory_order_relaxed);
+		}
+	} else {
+		r = ve__cu_error(rc);
 	}
 	ve__bounce_put(slot);
 	*out = read_back(r, true);

@@ -11,6 +11,7 @@
 #include "backend/cuda_desc.h"
 #include "runtime/knobs.h"
 #include "runtime/runtime.h"
+#include "dispatch/trace.h"
 #include "ved/client.h"
 #include "util/util.h"
 
@@ -210,6 +211,8 @@ static int load_config(struct ve_shim_config *c)
 	c->preload = (uint32_t)v;
 	bad |= env_u64("VE_BOUNCE_KB", 64, 0, 16384, &v);
 	c->bounce_kb = (uint32_t)v;
+	bad |= env_u64("VE_READ_SELF", 1, 0, 1, &v);
+	c->read_self = (uint32_t)v;
 	bad |= env_u64("VE_EXIT_DRAIN_MS", 5000, 0, 86400000, &c->exit_drain_ms);
 	static const char *const binds[] = {"grant", "op"};
 	bad |= env_choice("VE_BIND", binds, 2, &c->per_op);
@@ -589,11 +592,14 @@ static void shim_atexit(void)
 			(double)ve__step_quantile_ns(0.50) / 1e6,
 			(double)ve__step_quantile_ns(0.99) / 1e6);
 	uint64_t nb = atomic_load(&S->bounced), nf = atomic_load(&S->bounce_full);
-	if (nb || nf)
+	uint64_t ns = atomic_load(&S->read_self);
+	if (nb || nf || ns)
 		VE_INFO("exit: %llu copies into pageable memory ran in stream order on the GPU "
 			"through a pinned bounce buffer (VE_BOUNCE_KB=%u), %llu found every buffer "
-			"taken and ran as ordered pass-through calls",
-			(unsigned long long)nb, S->cfg.bounce_kb, (unsigned long long)nf);
+			"taken and ran as ordered pass-through calls, %llu ran on the calling thread "
+			"right behind their stream's work (VE_READ_SELF)",
+			(unsigned long long)nb, S->cfg.bounce_kb, (unsigned long long)nf,
+			(unsigned long long)ns);
 	uint64_t bn = atomic_load(&S->barrier_done_at_once), bl = atomic_load(&S->barrier_linked);
 	if (bn || bl)
 		VE_INFO("exit: %llu ordered pass-through calls (pageable copies and the like): %llu "
@@ -622,6 +628,9 @@ static void shim_atexit(void)
 			(unsigned long long)(rs.dispatch.watchdog_binds + cs.watchdog_binds),
 			(unsigned long long)rs.dispatch.stuck_lanes);
 	if (ve_runtime_trace(S->rt)) {
+		const uint64_t *waits;
+		uint32_t nw = ve_vctx_wait_log(S->v, &waits);
+		ve_trace_set_waits(ve_runtime_trace(S->rt), 0, waits, nw);
 		int rc = ve_runtime_trace_write(S->rt, S->cfg.trace);
 		if (rc)
 			VE_WARN("VE_TRACE=%s: %s", S->cfg.trace, strerror(-rc));

@@ -60,6 +60,7 @@ struct ve_shim_config {
 	uint32_t strict;      /* VE_STRICT=1: any fallback at start is fatal */
 	uint32_t preload;     /* VE_PRELOAD: load a kernel on the launching thread (lazy loading) */
 	uint32_t bounce_kb;   /* VE_BOUNCE_KB: small copies into pageable memory bounce (bounce.c) */
+	uint32_t read_self;   /* VE_READ_SELF: such copies run on the caller's thread (hooks_body.h) */
 	uint64_t exit_drain_ms; /* VE_EXIT_DRAIN_MS: how long exit lets queued work finish */
 };
 
@@ -105,7 +106,7 @@ struct ve_shim {
 	_Atomic uint64_t barrier_linked;
 	/* Copies into pageable memory that ran as logical ops through a pinned
 	 * bounce buffer (bounce.c), and those that found every buffer taken. */
-	_Atomic uint64_t bounced, bounce_full;
+	_Atomic uint64_t bounced, bounce_full, read_self;
 	/* Stream captures begun and not yet ended: while any is open, copies
 	 * into pageable memory go to the driver, which decides what they do
 	 * to a capture (bounce_to_host). */

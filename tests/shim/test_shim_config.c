@@ -248,31 +248,47 @@ VE_TEST(barrier_done_at_once)
 		     "%llu calls: %llu done at once, %llu linked", total, at_once, linked);
 }
 
-/* Copies into pageable memory of up to VE_BOUNCE_KB run as logical ops
- * through pinned bounce buffers (src/shim/bounce.c): the "dtoh" test's
- * eight async ones of 4 KiB (two per stream), two sync ones and one made
- * after two copies from past an allocation's end, which are refused at the
- * call and not bounced (prog_shim_memory checks the data and order). With
- * 2 KiB buffers only that last one (64 bytes) is: the pass-through path
- * runs the others. */
-static unsigned long long bounced(const char *env)
+/* Copies into pageable memory of up to VE_BOUNCE_KB run as logical ops:
+ * on the calling thread right behind their stream's work when that is on
+ * one lane (VE_READ_SELF), else through pinned bounce buffers
+ * (src/shim/bounce.c): the "dtoh" test's eight async ones of 4 KiB (two per
+ * stream), two sync ones and one made after two copies from past an
+ * allocation's end, which are refused at the call and not counted
+ * (prog_shim_memory checks the data and order). With 2 KiB buffers only
+ * that last one (64 bytes) is: the pass-through path runs the others. */
+static unsigned long long bounced(const char *env, const char *env2, unsigned long long *self)
 {
-	const char *p = dtoh_exit_report(env, NULL, "through a pinned bounce buffer");
+	const char *p = dtoh_exit_report(env, env2, "through a pinned bounce buffer");
 	unsigned long long n = 0, full = 0;
 	VE_CHECK_MSG(sscanf(p, "exit: %llu copies into pageable memory ran in stream order on the "
-			       "GPU through a pinned bounce buffer (VE_BOUNCE_KB=%*u), %llu found",
-			    &n, &full) == 2,
-		     "exit report not understood: %.200s", p);
+			       "GPU through a pinned bounce buffer (VE_BOUNCE_KB=%*u), %llu found "
+			       "every buffer taken and ran as ordered pass-through calls, %llu ran",
+			    &n, &full, self) == 3,
+		     "exit report not understood: %.300s", p);
 	VE_CHECK_EQ(full, 0);
 	return n;
 }
 
 VE_TEST(bounce_pageable_dtoh)
 {
-	unsigned long long n = bounced(NULL);
-	VE_CHECK_MSG(n == 11, "%llu copies bounced", n);
-	n = bounced("VE_BOUNCE_KB=2");
-	VE_CHECK_MSG(n == 1, "%llu copies bounced with 2 KiB buffers", n);
+	unsigned long long self = 0;
+	unsigned long long n = bounced("VE_READ_SELF=0", NULL, &self);
+	VE_CHECK_MSG(n == 11 && self == 0, "%llu copies bounced, %llu on the calling thread", n,
+		     self);
+	n = bounced("VE_BOUNCE_KB=2", "VE_READ_SELF=0", &self);
+	VE_CHECK_MSG(n == 1 && self == 0, "%llu copies bounced with 2 KiB buffers", n);
+}
+
+/* With VE_READ_SELF (the default) a copy whose stream's last op is a kernel
+ * already on a lane runs on the calling thread, the driver's own copy into
+ * pageable memory on that lane: the "dtoh" test reads back behind a kernel
+ * still running (slow_set) on every stream kind; the rest are bounced. */
+VE_TEST(read_self_pageable_dtoh)
+{
+	unsigned long long self = 0;
+	unsigned long long n = bounced(NULL, NULL, &self);
+	VE_CHECK_MSG(n + self == 11 && self >= 4, "%llu copies bounced, %llu on the calling thread",
+		     n, self);
 }
 
 static unsigned long long idle_sleeps(const char *spin)

@@ -8,6 +8,7 @@
 #include "../harness.h"
 
 #include "core/vctx.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1300,5 +1301,115 @@ VE_TEST(long_marker_chain_does_not_overflow_stack)
 	ve_vctx_stats(v, &st);
 	VE_CHECK_EQ(st.live_ops, 0);
 	VE_CHECK(st.inline_completed >= N + 1);
+	ve_vctx_destroy(v);
+}
+
+/* ------------------------------------------------------------------ ops the caller runs */
+
+static struct ve_desc rdesc(void)
+{
+	struct ve_desc d = {.kind = VE_OP_MEMCPY};
+	d.u.cp.dst = 0x1000;
+	d.u.cp.src = 0x2000;
+	d.u.cp.bytes = 4;
+	return d;
+}
+
+/* A read-back behind a kernel already on a lane stays the caller's: it
+ * learns the lane and the kernel to wait for, the dispatcher never sees it
+ * (not ready when the kernel completes, never a pipelining candidate), and
+ * it completes only after the kernel; what follows it waits for it. */
+VE_TEST(submit_self_behind_a_kernel_on_a_lane)
+{
+	struct ve_vctx *v = mk(64, 256);
+	struct rd r = {0};
+	ve_stream s = mkstream(v, VE_STREAM_NON_BLOCKING);
+	/* Nothing before it: no lane, nothing to wait for. */
+	struct ve_desc d = rdesc();
+	ve_tok t, after;
+	uint32_t lane;
+	VE_CHECK_EQ(ve_vctx_submit_self(v, s, &d, &t, &lane, &after), 0);
+	VE_CHECK_EQ(lane, VE_VCTX_NO_LANE);
+	VE_CHECK_EQ(after, VE_TOK_NONE);
+	VE_CHECK_EQ(ve_vctx_stream_query(v, s), -EBUSY);
+	VE_CHECK_EQ(pop(v, &r), 0);
+	VE_CHECK_EQ(ve_vctx_self_done(v, t), 0);
+	VE_CHECK_EQ(ve_vctx_stream_query(v, s), 0);
+	VE_CHECK_EQ(ve_vctx_self_done(v, t), -ENOENT);
+
+	ve_tok k = kern(v, s);
+	VE_CHECK(ready(v, &r, k));
+	VE_CHECK_EQ(ve_vctx_dispatched(v, k, 0x305), 0);
+	VE_CHECK_EQ(ve_vctx_submit_self(v, s, &d, &t, &lane, &after), 0);
+	VE_CHECK_EQ(lane, 0x305);
+	VE_CHECK_EQ(after, k);
+	ve_tok next = kern(v, s);
+	struct ve_pipe_info pi[4];
+	VE_CHECK_EQ(ve_vctx_pop_pipeline(v, pi, 4), 0); /* never behind an op not yet on the GPU */
+	VE_CHECK_EQ(ve_vctx_self_done(v, t), -EBUSY);
+	VE_CHECK_EQ(ve_vctx_complete(v, k, 0, 0), 0);
+	r.n = 0;
+	VE_CHECK_EQ(pop(v, &r), 0); /* the read-back is the caller's, 'next' waits for it */
+	VE_CHECK_EQ(ve_vctx_self_done(v, t), 0);
+	VE_CHECK(ready(v, &r, next));
+	VE_CHECK_EQ(ve_vctx_self_done(v, next), -EINVAL);
+	VE_CHECK_EQ(ve_vctx_dispatched(v, next, 0x305), 0);
+	VE_CHECK_EQ(ve_vctx_complete(v, next, 0, 0), 0);
+	VE_CHECK_EQ(ve_vctx_ctx_query(v), 0);
+	ve_vctx_destroy(v);
+}
+
+/* Not the caller's (queued as ve_vctx_submit queues it): behind an op that
+ * is not on a lane yet (here ready and never popped: the wait for it ends
+ * after the spin), behind two live ops, and behind a pipelined op the
+ * dispatcher has claimed but not yet handed to the driver. */
+VE_TEST(submit_self_queues_what_it_cannot_follow)
+{
+	struct ve_vctx_config cfg = {.max_ops = 64, .max_edges = 256, .max_streams = 64,
+				     .max_events = 64, .big_payloads = 4, .sync_spin_ns = 200000};
+	struct ve_vctx *v = NULL;
+	VE_CHECK_EQ(ve_vctx_create(&cfg, &v), 0);
+	struct rd r = {0};
+	ve_stream s = mkstream(v, VE_STREAM_NON_BLOCKING);
+	struct ve_desc d = rdesc();
+	ve_tok t, after;
+	uint32_t lane;
+	ve_tok k = kern(v, s);
+	uint64_t t0 = ve__now_ns();
+	VE_CHECK_EQ(ve_vctx_submit_self(v, s, &d, &t, &lane, &after), 1);
+	VE_CHECK(ve__now_ns() - t0 >= 200000); /* it gave the dispatcher the spin */
+	VE_CHECK(ready(v, &r, k));
+	VE_CHECK_EQ(ve_vctx_dispatched(v, k, 0x100), 0);
+	struct ve_pipe_info pi[4];
+	VE_CHECK_EQ(ve_vctx_pop_pipeline(v, pi, 4), 1); /* an ordinary candidate */
+	VE_CHECK_EQ(pi[0].tok, t);
+	VE_CHECK_EQ(ve_vctx_pipeline_claim(v, t, k), 0);
+	/* Claimed, not yet sent: a read-back behind it is queued. */
+	ve_tok t2;
+	VE_CHECK_EQ(ve_vctx_submit_self(v, s, &d, &t2, &lane, &after), 1);
+	ve_vctx_pipeline_sent(v, t);
+	VE_CHECK_EQ(ve_vctx_pop_pipeline(v, pi, 4), 1);
+	VE_CHECK_EQ(pi[0].tok, t2);
+	VE_CHECK_EQ(ve_vctx_pipeline_claim(v, t2, t), 0);
+	ve_vctx_pipeline_sent(v, t2);
+	/* Sent: the next one follows it. */
+	ve_tok t3;
+	VE_CHECK_EQ(ve_vctx_submit_self(v, s, &d, &t3, &lane, &after), 0);
+	VE_CHECK_EQ(lane, 0x100);
+	VE_CHECK_EQ(after, t2);
+	/* Two live predecessors: the legacy stream's last op and a blocking
+	 * stream's, issued after it. */
+	ve_stream b = mkstream(v, 0);
+	ve_tok kl = kern(v, VE_STREAM_LEGACY);
+	ve_tok kb = kern(v, b);
+	ve_tok t4;
+	VE_CHECK_EQ(ve_vctx_submit_self(v, VE_STREAM_LEGACY, &d, &t4, &lane, &after), 1);
+	VE_CHECK(kl != t4 && kb != t4);
+	VE_CHECK_EQ(ve_vctx_complete(v, k, 0, 0), 0);
+	VE_CHECK_EQ(ve_vctx_complete(v, t, 0, 0), 0);
+	VE_CHECK_EQ(ve_vctx_complete(v, t2, 0, 0), 0);
+	VE_CHECK_EQ(ve_vctx_self_done(v, t3), 0);
+	r.n = 0; /* k was popped and is complete */
+	drain(v, &r);
 	ve_vctx_destroy(v);
 }
