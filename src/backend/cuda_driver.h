@@ -40,6 +40,7 @@
 	X(cuCtxSynchronize_v2)                                                                     \
 	X(cuCtxGetStreamPriorityRange)                                                             \
 	X(cuDeviceGetDevResource)                                                                  \
+	X(cuCtxGetDevResource)                                                                     \
 	X(cuDevSmResourceSplitByCount)                                                             \
 	X(cuDevResourceGenerateDesc)                                                               \
 	X(cuGreenCtxCreate)                                                                        \

@@ -458,6 +458,7 @@ CUresult ve__gexec_destroy(CUgraphExec x)
 static struct lane_info {
 	CUstream lane;
 	CUcontext ctx;
+	int8_t whole; /* the lane's context has every SM: 1, not: 0, unknown: -1 */
 	bool joined; /* s, in and out made */
 	CUstream s;
 	CUevent in, out;
@@ -472,6 +473,7 @@ static struct lane_info *lane_info(CUstream lane)
 			return &slanes[h];
 		if (!slanes[h].lane) {
 			slanes[h].lane = lane;
+			slanes[h].whole = -1;
 			return &slanes[h];
 		}
 	}
@@ -486,6 +488,28 @@ static CUcontext lane_ctx(CUstream lane)
 	if (L && !L->ctx && (!ve__real.cuStreamGetCtx || ve__real.cuStreamGetCtx(lane, &L->ctx) != CUDA_SUCCESS))
 		L->ctx = NULL;
 	return L ? L->ctx : NULL;
+}
+
+/* Whether the lane's (green) context holds every SM of the device: then the
+ * application's own exec runs on exactly the SMs a copy would, and faster
+ * (a copy ran the decode replay's graph about 1% slower on an H100,
+ * bench/results/split-tolist-call7). Asked once per lane. */
+static bool lane_whole(CUstream lane)
+{
+	struct lane_info *L = lane_info(lane);
+	if (!L)
+		return false;
+	if (L->whole < 0) {
+		CUdevResource mine, all;
+		CUcontext ctx = lane_ctx(lane);
+		L->whole = ctx && ve__real.cuCtxGetDevResource && ve__real.cuDeviceGetDevResource &&
+			   ve__real.cuCtxGetDevResource(ctx, &mine, CU_DEV_RESOURCE_TYPE_SM) ==
+				   CUDA_SUCCESS &&
+			   ve__real.cuDeviceGetDevResource(ve__shim.dev, &all,
+							   CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS &&
+			   mine.sm.smCount == all.sm.smCount;
+	}
+	return L->whole > 0;
 }
 
 static int stream_lane(CUstream lane, CUstream *s, CUevent *in, CUevent *out)
@@ -531,7 +555,8 @@ static int call_graph(uint64_t lane_stream, const void *payload, uint32_t len)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(&g, payload, sizeof(g));
 	CUstream lane = (CUstream)(uintptr_t)lane_stream;
-	if ((g.placement == VE_GP_POOL || g.placement == VE_GP_WHOLE) && g.copies) {
+	if ((g.placement == VE_GP_POOL || g.placement == VE_GP_WHOLE) && g.copies &&
+	    !lane_whole(lane)) {
 		/* The copy whose kernels run in the lane's (green) context. */
 		CUgraphExec c = ve__gcopies_exec(g.copies, lane_ctx(lane), ve__shim.ctx);
 		if (c)

@@ -29,7 +29,9 @@
  * modules: cuModuleGetFunction), or with conditional nodes, memory nodes (one
  * exec at a time) or device launch, gets no copies (graph.c decides): it runs
  * as natively, on every SM. A change of the exec (update, node parameters)
- * turns its copies off: later launches use the application's exec.
+ * turns its copies off: later launches use the application's exec. On a
+ * lane whose context has every SM no copy is needed (the application's exec
+ * runs on exactly those SMs): graph.c launches that instead (lane_whole).
  */
 #include "backend/cuda_driver.h"
 #include "shim/shim.h"

@@ -108,6 +108,7 @@ struct fakecuda_launch_record {
 	CUstream stream;
 	int device;
 	uint32_t nsm;
+	uint32_t stream_nsm; /* SMs of the context of the stream it was launched into */
 	uint64_t sm_mask[FAKECUDA_MAX_SMS / 64];
 	unsigned grid[3], block[3];
 	int cooperative;

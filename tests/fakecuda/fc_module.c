@@ -234,6 +234,7 @@ void fakecuda__kernel_run(struct fc_stream *s, struct fc_cmd *cmd, int from_grap
 	    .stream = e.stream,
 	    .device = e.device,
 	    .nsm = e.nsm,
+	    .stream_nsm = s->ctx->green ? s->ctx->green->nsm : s->ctx->dev->nsm,
 	    .cooperative = e.cooperative,
 	    .from_graph = from_graph,
 	    .fault = *fault,

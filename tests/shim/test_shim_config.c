@@ -206,6 +206,38 @@ VE_TEST(graph_binding)
 		     "module_graph: %ld on 132 SMs, %ld on 32, %ld else", on132, on32, other);
 }
 
+/* Graph copies made for pool entries while prog_shim_graphs' child_graph runs
+ * under policy (the exit report's count). */
+static unsigned long long graph_copies(const char *policy)
+{
+	SH_PROG(path, "prog_shim_graphs");
+	const char *argv[] = {path, "child_graph", NULL};
+	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 5, .policy = policy,
+			    .env = {"VE_LOG_LEVEL=info"}};
+	static struct sh_result r;
+	sh_run(argv, &o, &r);
+	const char *p = strstr(r.out, "graph copies made for pool entries");
+	while (p && p > r.out && p[-1] != '\n')
+		p--;
+	/* No line: none made (the report is only written when there are). */
+	unsigned long long n = p ? ~0ull : 0;
+	if (r.rc != 0 || (p && sscanf(p, "%*[^:]: exit: %llu graph copies", &n) != 1))
+		sh_dump(&r);
+	VE_CHECK_MSG(r.rc == 0, "prog_shim_graphs child_graph exit %d (%s)", r.rc, policy);
+	return n;
+}
+
+/* On an entry with every SM the application's own exec runs (on exactly the
+ * SMs a copy would, and faster on the GPU): no copy is made; on a 32-SM
+ * entry the copy runs there (prog_shim_graphs checks where kernels ran). */
+VE_TEST(graph_whole_entry_runs_the_app_exec)
+{
+	unsigned long long n = graph_copies("whole");
+	VE_CHECK_MSG(n == 0, "%llu graph copies made under 'whole'", n);
+	n = graph_copies("fixed:leaves=4/12");
+	VE_CHECK_MSG(n >= 1 && n != ~0ull, "%llu graph copies made on a 32-SM entry", n);
+}
+
 /* Runs prog_shim_memory "dtoh" (pageable and pinned copies, kernels, dozens
  * of synchronizations) under the shim with @env and @env2 (NULL: none) and
  * returns the exit report that follows "exit: " on the line holding @needle,
