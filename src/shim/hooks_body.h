@@ -165,18 +165,19 @@ static CUresult read_self(const struct ve_target *t, void *dst, CUdeviceptr src,
 	if (lane != VE_VCTX_NO_LANE && ve_cuda_backend_lane_stream(ve__shim.backend, lane, &st)) {
 		/* Not a stream of the backend's (cannot happen for a kernel or
 		 * a copy): wait for the predecessor, then any stream will do. */
-		int rc = ve_vctx_tok_wait(V(), after);
-		if (rc)
-			return ve__cu_error(rc);
-		after = VE_TOK_NONE;
+		ve_vctx_tok_wait(V(), after);
 		st = t->real;
 	}
 	CUresult r = VE_CALL(cuMemcpyDtoHAsync, (dst, src, n, st));
-	int rc = after != VE_TOK_NONE ? ve_vctx_tok_wait(V(), after) : 0;
-	if (rc == 0)
-		rc = ve_vctx_self_done(V(), tok);
-	if (r == CUDA_SUCCESS && rc)
-		r = ve__cu_error(rc);
+	/* The op completes whatever the copy and the wait returned: a wait
+	 * says -EIO once the context has a sticky error, its predecessor done
+	 * all the same, and an op left live would hang every later sync of
+	 * the stream (prog_shim_fault readback). Only a closed vctx leaves the
+	 * predecessor live (self_done: -EBUSY). */
+	int rc = ve_vctx_tok_wait(V(), after);
+	int rd = ve_vctx_self_done(V(), tok);
+	if (r == CUDA_SUCCESS && (rc || rd))
+		r = ve__cu_error(rc ? rc : rd);
 	if (r == CUDA_SUCCESS)
 		atomic_fetch_add_explicit(&ve__shim.read_self, 1, memory_order_relaxed);
 	return r;

@@ -17,7 +17,7 @@ int main(int argc, char **argv)
 {
 	alarm(60);
 	if (argc != 2) {
-		fprintf(stderr, "usage: prog_shim_fault stream|event|ctx|memcpy|legacy\n");
+		fprintf(stderr, "usage: prog_shim_fault stream|event|ctx|memcpy|legacy|readback\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -38,8 +38,15 @@ int main(int argc, char **argv)
 	 * are made (on a busy machine 2 ms was not): they must succeed, only the
 	 * synchronizing one reports the fault. */
 	slow_set(s, b, 5, 300);
-	CK(launch1(f_fault, s, NULL));
-	muladd(s, b, 1, 3, 1);
+	/* readback: the fault on another stream while a read-back into pageable
+	 * memory waits behind the slow kernel (VE_READ_SELF keeps it for this
+	 * thread: it must still complete, or every later sync of s hangs). */
+	bool rb = strcmp(mode, "readback") == 0;
+	CUstream s2;
+	CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	CK(launch1(f_fault, rb ? s2 : s, NULL));
+	if (!rb)
+		muladd(s, b, 1, 3, 1);
 	uint64_t t0 = now_ns();
 	CUresult r;
 	if (strcmp(mode, "stream") == 0) {
@@ -56,6 +63,9 @@ int main(int argc, char **argv)
 		CK(cuStreamWaitEvent(NULL, e2, 0));
 		uint32_t v;
 		r = cuMemcpyDtoH(&v, b, 4); /* a legacy-stream call after the fault */
+	} else if (rb) {
+		uint32_t v;
+		r = cuMemcpyDtoHAsync(&v, b, 4, s);
 	} else if (strcmp(mode, "legacy") == 0) {
 		r = cuStreamSynchronize(NULL); /* s is blocking: the legacy stream waits for it */
 	} else {

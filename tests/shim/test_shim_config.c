@@ -318,7 +318,9 @@ VE_TEST(bounce_pageable_dtoh)
 VE_TEST(read_self_pageable_dtoh)
 {
 	unsigned long long self = 0;
-	unsigned long long n = bounced(NULL, NULL, &self);
+	/* The read waits up to VE_SYNC_SPIN_US for the kernel before it to
+	 * reach its lane: long enough for a loaded machine (TSan on 2 CPUs). */
+	unsigned long long n = bounced("VE_SYNC_SPIN_US=1000000", NULL, &self);
 	VE_CHECK_MSG(n + self == 11 && self >= 4, "%llu copies bounced, %llu on the calling thread",
 		     n, self);
 }

@@ -18,7 +18,7 @@
 #include "../harness.h"
 #include "shim_harness.h"
 
-static const char *const fault_modes[] = {"stream", "event", "ctx", "memcpy", "legacy"};
+static const char *const fault_modes[] = {"stream", "event", "ctx", "memcpy", "legacy", "readback"};
 
 static void fault_runs(bool shim)
 {
