@@ -17,10 +17,10 @@
 #define INLINE_PAYLOAD 256u
 #define DUMP_PREDS     4u
 
-/* OP_SELF: kept by the thread that recorded it, which runs it itself
- * (ve_vctx_submit_self); never offered to the dispatcher. */
 #define VE__WAIT_LOG 65536u /* waits kept for a trace (cfg.stamp_calls) */
 
+/* OP_SELF: kept by the thread that recorded it, which runs it itself
+ * (ve_vctx_submit_self); never offered to the dispatcher. */
 enum op_state { OP_FREE = 0, OP_PENDING, OP_READY, OP_POPPED, OP_DISPATCHED, OP_SELF };
 enum stream_kind { SK_LEGACY = 0, SK_PER_THREAD, SK_BLOCKING, SK_NON_BLOCKING };
 enum obj_state { OBJ_FREE = 0, OBJ_LIVE, OBJ_ZOMBIE };
@@ -765,7 +765,6 @@ static uint32_t edges_needed(struct ve_vctx *v, const struct stream *s, uint32_t
 	return n;
 }
 
-/* Records one op on stream sidx. Called with the lock held and capacity checked. */
 /* What ve_vctx_submit_self asks of record_locked: keep the op when it can
  * run behind its one live predecessor's lane (or has none). */
 struct self_claim {
@@ -796,6 +795,8 @@ static bool self_claim_locked(struct ve_vctx *v, uint32_t slot, struct self_clai
 	return true;
 }
 
+/* Records one op on stream sidx. Called with the lock held and capacity
+ * checked. With sc, the op may stay the caller's (self_claim_locked). */
 static ve_tok record_locked(struct ve_vctx *v, uint32_t sidx, const struct ve_desc *d,
 			    const uint8_t *payload_src, const ve_tok *extra, uint32_t nextra,
 			    bool hold, struct self_claim *sc, bool *woke)
