@@ -493,7 +493,7 @@ static CUcontext lane_ctx(CUstream lane)
 /* Whether the lane's (green) context holds every SM of the device: then the
  * application's own exec runs on exactly the SMs a copy would, and faster
  * (a copy ran the decode replay's graph about 1% slower on an H100,
- * bench/results/split-tolist-call7). Asked once per lane. */
+ * bench/results/gpu-2026-12-05e, calls 5 and 7). Asked once per lane. */
 static bool lane_whole(CUstream lane)
 {
 	struct lane_info *L = lane_info(lane);
