@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The single-file driver-API benchmarks that run only on a GPU machine
-# (bench/gpu/launch_overhead.c, bench/gpu/probe/step_parts.c, with their
-# shared bench/gpu/cu_bench.h) compile here, warnings as errors, against
-# the CUDA toolkit's headers: a change to either is caught before a GPU
-# session spends its time on a build error. Skipped without cuda.h.
+# (bench/gpu/launch_overhead.c, bench/gpu/probe/step_parts.c and
+# bench/gpu/probe/graph_copy.c, with their shared bench/gpu/cu_bench.h)
+# compile here, warnings as errors, against the CUDA toolkit's headers: a
+# change to one is caught before a GPU session spends its time on a build
+# error. Skipped without cuda.h.
 #   tests/bench_build.sh [ROOT]
 # Output follows the test harness ("ok NAME", "FAIL NAME", "# summary: ...").
 set -u
@@ -11,7 +12,7 @@ root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cc=${CC:-cc}
 inc=${CUDA_HOME:-/usr/local/cuda}/include
 P=0 F=0 S=0
-for src in bench/gpu/launch_overhead.c bench/gpu/probe/step_parts.c; do
+for src in bench/gpu/launch_overhead.c bench/gpu/probe/step_parts.c bench/gpu/probe/graph_copy.c; do
 	n=$(basename "$src" .c)
 	if [ ! -f "$inc/cuda.h" ]; then
 		echo "skip ${n}_compiles (no $inc/cuda.h)"
