@@ -42,9 +42,11 @@
  * nothing.
  *
  * Threads. submit, poll and wait must be called from one thread at a time
- * (the dispatcher thread); they take no lock. info, now and pool_stats may be
- * called from any thread. entry_create and copy_lanes_create run before the
- * dispatcher starts. destroy may be called from any thread once the
+ * (the dispatcher thread); they take no lock. info, now, pool_stats,
+ * lane_stream and entry_ctx may be called from any thread (lanes and entries
+ * never change once made; the shim's read-backs run on a lane's stream from
+ * the application's thread). entry_create and copy_lanes_create run before
+ * the dispatcher starts. destroy may be called from any thread once the
  * dispatcher has stopped (its pthread_join orders everything before it); it
  * is safe at process exit (driver errors are ignored, and work still running
  * after cfg.destroy_timeout_ns is abandoned, leaking its resources rather
