@@ -490,24 +490,36 @@ static CUcontext lane_ctx(CUstream lane)
 	return L ? L->ctx : NULL;
 }
 
-/* Whether the lane's (green) context holds every SM of the device: then the
- * application's own exec runs on exactly the SMs a copy would, and faster
- * (a copy ran the decode replay's graph about 1% slower on an H100,
- * bench/results/gpu-2026-12-05e, calls 5 and 7). Asked once per lane. */
+/* SMs of a context, 0 if the driver cannot say. */
+static unsigned ctx_sms(CUcontext ctx)
+{
+	CUdevResource r;
+	if (!ctx || !ve__real.cuCtxGetDevResource ||
+	    ve__real.cuCtxGetDevResource(ctx, &r, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS)
+		return 0;
+	return r.sm.smCount;
+}
+
+/* Whether the lane's (green) context and the application's both hold every
+ * SM of the device: then the application's own exec runs on exactly the
+ * SMs a copy would, and faster (a copy ran the decode replay's graph about
+ * 1% slower on an H100, bench/results/gpu-2026-12-05e, calls 5 and 7). The
+ * application's context too: one limited to fewer SMs (an MPS client with
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) would run the exec on those. Asked
+ * once per lane. */
 static bool lane_whole(CUstream lane)
 {
 	struct lane_info *L = lane_info(lane);
 	if (!L)
 		return false;
 	if (L->whole < 0) {
-		CUdevResource mine, all;
-		CUcontext ctx = lane_ctx(lane);
-		L->whole = ctx && ve__real.cuCtxGetDevResource && ve__real.cuDeviceGetDevResource &&
-			   ve__real.cuCtxGetDevResource(ctx, &mine, CU_DEV_RESOURCE_TYPE_SM) ==
-				   CUDA_SUCCESS &&
-			   ve__real.cuDeviceGetDevResource(ve__shim.dev, &all,
-							   CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS &&
-			   mine.sm.smCount == all.sm.smCount;
+		CUdevResource all;
+		unsigned n = 0;
+		if (ve__real.cuDeviceGetDevResource &&
+		    ve__real.cuDeviceGetDevResource(ve__shim.dev, &all, CU_DEV_RESOURCE_TYPE_SM) ==
+			    CUDA_SUCCESS)
+			n = all.sm.smCount;
+		L->whole = n && ctx_sms(lane_ctx(lane)) == n && ctx_sms(ve__shim.ctx) == n;
 	}
 	return L->whole > 0;
 }

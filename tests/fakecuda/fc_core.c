@@ -489,6 +489,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
 		g_fc.fault_code = (int)env_long("FAKECUDA_FAULT_CODE", CUDA_ERROR_ILLEGAL_ADDRESS);
 		g_fc.load_us = env_long("FAKECUDA_LOAD_US", 0);
 		g_fc.green_create_us = env_long("FAKECUDA_GREEN_CREATE_US", 0);
+		g_fc.ctx_sms = env_long("FAKECUDA_CTX_SMS", 0);
 		if (!atomic_load(&g_fc.jitter_us)) {
 			atomic_store(&g_fc.jitter_us, (unsigned)env_long("FAKECUDA_JITTER_US", 0));
 			atomic_store(&g_fc.seed, (uint64_t)env_long("FAKECUDA_SEED", 1));

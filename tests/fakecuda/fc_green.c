@@ -169,10 +169,18 @@ CUresult CUDAAPI cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource,
 		return CUDA_ERROR_INVALID_CONTEXT;
 	struct fc_ctx *c = (struct fc_ctx *)hCtx;
 	struct fc_smset s;
-	if (c->green)
+	if (c->green) {
 		s = c->green->sms;
-	else
+	} else {
 		whole_device(c->dev, &s);
+		/* An MPS client with an active-thread percentage sees fewer SMs
+		 * in its context than the device has (only the report changes). */
+		if (g_fc.ctx_sms > 0 && (uint32_t)g_fc.ctx_sms < c->dev->nsm) {
+			memset(&s, 0, sizeof(s));
+			for (long i = 0; i < g_fc.ctx_sms; i++)
+				fc_smset_set(&s, (uint32_t)i);
+		}
+	}
 	return get_resource(resource, type, c->dev->ordinal, &s, c->green != NULL);
 }
 

@@ -348,6 +348,7 @@ struct fc_global {
 	 * takes this long in the calling thread. 0: every kernel loaded. */
 	long load_us;
 	long green_create_us; /* FAKECUDA_GREEN_CREATE_US: each cuGreenCtxCreate sleeps this long */
+	long ctx_sms; /* FAKECUDA_CTX_SMS: SMs cuCtxGetDevResource reports for an ordinary context (0: all) */
 	_Atomic long nallocs, nlaunches;
 };
 

@@ -208,12 +208,12 @@ VE_TEST(graph_binding)
 
 /* Graph copies made for pool entries while prog_shim_graphs' child_graph runs
  * under policy (the exit report's count). */
-static unsigned long long graph_copies(const char *policy)
+static unsigned long long graph_copies(const char *policy, const char *env)
 {
 	SH_PROG(path, "prog_shim_graphs");
 	const char *argv[] = {path, "child_graph", NULL};
 	struct sh_opts o = {.shim = true, .expect_green = 1, .seed = 5, .policy = policy,
-			    .env = {"VE_LOG_LEVEL=info"}};
+			    .env = {"VE_LOG_LEVEL=info", env}};
 	static struct sh_result r;
 	sh_run(argv, &o, &r);
 	const char *p = strstr(r.out, "graph copies made for pool entries");
@@ -229,13 +229,18 @@ static unsigned long long graph_copies(const char *policy)
 
 /* On an entry with every SM the application's own exec runs (on exactly the
  * SMs a copy would, and faster on the GPU): no copy is made; on a 32-SM
- * entry the copy runs there (prog_shim_graphs checks where kernels ran). */
+ * entry the copy runs there (prog_shim_graphs checks where kernels ran),
+ * and on the whole-GPU entry too when the application's context holds fewer
+ * SMs than the device (an MPS client with an active-thread percentage). */
 VE_TEST(graph_whole_entry_runs_the_app_exec)
 {
-	unsigned long long n = graph_copies("whole");
+	unsigned long long n = graph_copies("whole", NULL);
 	VE_CHECK_MSG(n == 0, "%llu graph copies made under 'whole'", n);
-	n = graph_copies("fixed:leaves=4/12");
+	n = graph_copies("fixed:leaves=4/12", NULL);
 	VE_CHECK_MSG(n >= 1 && n != ~0ull, "%llu graph copies made on a 32-SM entry", n);
+	n = graph_copies("whole", "FAKECUDA_CTX_SMS=66");
+	VE_CHECK_MSG(n >= 1 && n != ~0ull,
+		     "%llu graph copies made under 'whole' for a context of 66 SMs", n);
 }
 
 /* Runs prog_shim_memory "dtoh" (pageable and pinned copies, kernels, dozens
