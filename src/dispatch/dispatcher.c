@@ -744,10 +744,16 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		d->gc[client].ncompute++;
 		d->ent_inflight[client * d->pool->nentries + entry]++;
 	}
-	if (!piped)
+	/* In the driver's hands now: a ready op becomes DISPATCHED; a
+	 * pipelined one, DISPATCHED since its claim, is no longer in flight
+	 * to the driver (ve_vctx_submit_self may queue behind it). */
+	if (!piped) {
 		ve_vctx_dispatched(v, tok, lane);
-	else if (!d->grant_mode)
-		d->pipe_count[client][stream % PIPE_STREAMS]++;
+	} else {
+		ve_vctx_pipeline_sent(v, tok);
+		if (!d->grant_mode)
+			d->pipe_count[client][stream % PIPE_STREAMS]++;
+	}
 	d->st.submitted++;
 	if (d->cfg.on_submit)
 		d->cfg.on_submit(d->cfg.observer_arg, client, tok, lane, desc);
@@ -1302,7 +1308,6 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 			ve_vctx_pipeline_unclaim(cs->v, pi->tok);
 			return -1;
 		}
-		ve_vctx_pipeline_sent(cs->v, pi->tok);
 		if (compute)
 			note_demand(d, c, desc, d->b->ops->now(d->b));
 		d->st.pipelined++;
@@ -1337,7 +1342,6 @@ static int try_candidate(struct ve_dispatcher *d, uint32_t c, const struct ve_pi
 			L_CALL(d, pipeline_cancel, c, (uint16_t)entry, pi->tok);
 		return -1;
 	}
-	ve_vctx_pipeline_sent(cs->v, pi->tok);
 	if (compute && *run < UINT16_MAX)
 		(*run)++;
 	d->st.pipelined++;
