@@ -77,15 +77,22 @@ static CUresult submit_wait(const struct ve_target *t, const struct ve_desc *d, 
 	return CUDA_SUCCESS;
 }
 
-static CUresult submit_copy(const struct ve_target *t, uint32_t variant, CUdeviceptr dst,
-			    CUdeviceptr src, size_t bytes, const void *payload, uint32_t plen,
-			    bool wait)
+static struct ve_desc copy_desc(uint32_t variant, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+				 const void *payload, uint32_t plen)
 {
 	struct ve_desc d = {.kind = VE_OP_MEMCPY, .payload = payload, .payload_len = plen};
 	d.u.cp.dst = dst;
 	d.u.cp.src = src;
 	d.u.cp.bytes = bytes;
 	d.u.cp.variant = variant;
+	return d;
+}
+
+static CUresult submit_copy(const struct ve_target *t, uint32_t variant, CUdeviceptr dst,
+			    CUdeviceptr src, size_t bytes, const void *payload, uint32_t plen,
+			    bool wait)
+{
+	struct ve_desc d = copy_desc(variant, dst, src, bytes, payload, plen);
 	return submit_wait(t, &d, wait);
 }
 
@@ -202,11 +209,7 @@ static bool bounce_to_host(const struct ve_target *t, void *dst, CUdeviceptr src
 	if (!b)
 		return false;
 	/* The descriptor a queued op needs: into the bounce buffer. */
-	struct ve_desc d = {.kind = VE_OP_MEMCPY};
-	d.u.cp.dst = (CUdeviceptr)(uintptr_t)b;
-	d.u.cp.src = src;
-	d.u.cp.bytes = n;
-	d.u.cp.variant = VE_CP_DTOH;
+	struct ve_desc d = copy_desc(VE_CP_DTOH, (CUdeviceptr)(uintptr_t)b, src, n, NULL, 0);
 	ve_tok tok = VE_TOK_NONE, after = VE_TOK_NONE;
 	uint32_t lane = VE_VCTX_NO_LANE;
 	int rc = ve__shim.cfg.read_self ? ve_vctx_submit_self(V(), t->ls, &d, &tok, &lane, &after)
