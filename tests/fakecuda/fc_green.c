@@ -127,11 +127,17 @@ static int res_priv(const CUdevResource *r, struct res_priv *p)
 	return p->magic == RES_MAGIC && p->dev >= 0 && p->dev < g_fc.ndev ? 0 : -1;
 }
 
-static void whole_device(const struct fc_device *d, struct fc_smset *s)
+/* SMs 0 .. n-1. */
+static void sm_prefix(struct fc_smset *s, uint32_t n)
 {
 	memset(s, 0, sizeof(*s));
-	for (uint32_t i = 0; i < d->nsm; i++)
+	for (uint32_t i = 0; i < n; i++)
 		fc_smset_set(s, i);
+}
+
+static void whole_device(const struct fc_device *d, struct fc_smset *s)
+{
+	sm_prefix(s, d->nsm);
 }
 
 /* @green: the resource of a green context, whose alignment the H200 reports
@@ -172,14 +178,12 @@ CUresult CUDAAPI cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource,
 	if (c->green) {
 		s = c->green->sms;
 	} else {
-		whole_device(c->dev, &s);
 		/* An MPS client with an active-thread percentage sees fewer SMs
 		 * in its context than the device has (only the report changes). */
-		if (g_fc.ctx_sms > 0 && (uint32_t)g_fc.ctx_sms < c->dev->nsm) {
-			memset(&s, 0, sizeof(s));
-			for (long i = 0; i < g_fc.ctx_sms; i++)
-				fc_smset_set(&s, (uint32_t)i);
-		}
+		uint32_t n = c->dev->nsm;
+		if (g_fc.ctx_sms > 0 && (uint32_t)g_fc.ctx_sms < n)
+			n = (uint32_t)g_fc.ctx_sms;
+		sm_prefix(&s, n);
 	}
 	return get_resource(resource, type, c->dev->ordinal, &s, c->green != NULL);
 }
