@@ -15,6 +15,10 @@
  *   copy_green   the copy on the green context's stream (before)
  *   copy_attr    the copy with every node's attributes copied again from the
  *                original node after the rewrite
+ *   copy_prim    the same rewrite naming the primary context, on the primary's
+ *                stream (is it the green context, or the rewrite itself?)
+ *   clone_green  a clone instantiated without any rewrite, on the green
+ *                context's stream (is it the clone?)
  *   eager_primary / eager_green  the NK kernels launched one by one
  * ROUNDS rounds alternate the variants; prints the median us per step of
  * each round and a median over rounds last.
@@ -27,10 +31,14 @@
 
 #define STEPS 300
 #define ROUNDS 5
-#define NV 6
+#define NV 8
 
-static const char *const vname[NV] = {"app_primary", "app_green", "copy_green",
-				      "copy_attr",   "eager_primary", "eager_green"};
+static const char *const vname[NV] = {"app_primary", "app_green",   "copy_green",
+				      "copy_attr",   "copy_prim",   "clone_green",
+				      "eager_primary", "eager_green"};
+/* Per variant: its exec (NULL: eager) and whether it runs on the primary. */
+static CUgraphExec vexec[NV];
+static const int vprim[NV] = {1, 0, 0, 0, 1, 0, 1, 0};
 
 static CUkernel k_spin;
 static unsigned nsm;
@@ -62,7 +70,7 @@ static CUgraph make_graph(int nk, unsigned long long ns, CUcontext ctx)
 /* The copy as graph_copies.c makes it: a clone, every kernel node naming
  * ctx (func NULL, kern kept), optionally the original node's attributes
  * copied back onto it. */
-static CUgraphExec make_copy(CUgraph src, CUcontext ctx, int attrs)
+static CUgraphExec make_copy(CUgraph src, CUcontext ctx, int attrs, int rewrite)
 {
 	CUgraph g;
 	CK(cuGraphClone(&g, src));
@@ -75,7 +83,7 @@ static CUgraphExec make_copy(CUgraph src, CUcontext ctx, int attrs)
 	CK(cuGraphGetNodes(g, nodes, &n));
 	size_t no = n;
 	CK(cuGraphGetNodes(src, orig, &no));
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; rewrite && i < n; i++) {
 		CUDA_KERNEL_NODE_PARAMS p;
 		memset(&p, 0, sizeof(p));
 		CK(cuGraphKernelNodeGetParams(nodes[i], &p));
@@ -97,15 +105,14 @@ static CUgraphExec make_copy(CUgraph src, CUcontext ctx, int attrs)
 	return x;
 }
 
-static double run(int v, CUgraphExec app, CUgraphExec copy, CUgraphExec copy_attr, CUstream sp,
-		  CUstream sg, int nk, unsigned long long ns)
+static double run(int v, CUstream sp, CUstream sg, int nk, unsigned long long ns)
 {
 	static double t[STEPS];
-	CUstream s = (v == 0 || v == 4) ? sp : sg;
+	CUstream s = vprim[v] ? sp : sg;
 	for (int i = 0; i < STEPS; i++) {
 		double t0 = now_us();
-		if (v < 4) {
-			CK(cuGraphLaunch(v < 2 ? app : v == 2 ? copy : copy_attr, s));
+		if (vexec[v]) {
+			CK(cuGraphLaunch(vexec[v], s));
 		} else {
 			void *args[] = {&ns};
 			for (int k = 0; k < nk; k++)
@@ -151,17 +158,22 @@ int main(int argc, char **argv)
 	CK(cuGreenCtxStreamCreate(&sg, green, CU_STREAM_NON_BLOCKING, 0));
 
 	CUgraph g = make_graph(nk, ns, prim);
-	CUgraphExec app, copy = make_copy(g, gctx, 0), copy_attr = make_copy(g, gctx, 1);
+	CUgraphExec app;
 	CK(cuGraphInstantiateWithFlags(&app, g, 0));
+	vexec[0] = vexec[1] = app;
+	vexec[2] = make_copy(g, gctx, 0, 1);
+	vexec[3] = make_copy(g, gctx, 1, 1);
+	vexec[4] = make_copy(g, prim, 0, 1);
+	vexec[5] = make_copy(g, gctx, 0, 0);
 	printf("%u SMs, %d kernels of %llu ns a step, %d steps a run (median us a step)\n", nsm,
 	       nk, ns, STEPS);
 	double r[ROUNDS][NV];
 	for (int v = 0; v < NV; v++) /* warm-up */
-		run(v, app, copy, copy_attr, sp, sg, nk, ns);
+		run(v, sp, sg, nk, ns);
 	for (int k = 0; k < ROUNDS; k++) {
 		for (int i = 0; i < NV; i++) {
 			int v = (i + k) % NV; /* rotate the order */
-			r[k][v] = run(v, app, copy, copy_attr, sp, sg, nk, ns);
+			r[k][v] = run(v, sp, sg, nk, ns);
 		}
 		printf("round %d:", k);
 		for (int v = 0; v < NV; v++)
