@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -606,6 +607,24 @@ int ve__tput_grant(struct tput *t, const struct ve_policy_view *v,
 	return rc;
 }
 
+/* Auto sharing began or ended (share=2): what the test saw of each client
+ * (mean op, SMs wanted, time away), so a log tells why a pair split. Flips
+ * are rare by construction (share_enter_ms, share_hold_ms). */
+static void log_share_flip(const struct tput *t, const struct ve_pool *p,
+			   const struct ve_client_demand *dem, const uint32_t *cl,
+			   const uint32_t *want, uint32_t n)
+{
+	char why[256];
+	size_t o = 0;
+	why[0] = 0;
+	for (uint32_t i = 0; i < n && o < sizeof(why); i++)
+		o += (size_t)snprintf(why + o, sizeof(why) - o,
+				      "%sclient %u op %u us, wants %u of %u SMs, away %.3f",
+				      i ? "; " : "", cl[i], (unsigned)dem[cl[i]].op_us, want[i],
+				      p->total_sms, t->away[cl[i]]);
+	VE_INFO("tput: %s (%s)", t->shared ? "sharing the whole GPU" : "splitting the GPU", why);
+}
+
 /* Widest entry whose leaves are all inside 'inside' (VE_POOL_NONE: none). */
 static uint16_t widest_inside(const struct ve_pool *p, uint64_t inside)
 {
@@ -959,6 +978,7 @@ static int grant_entries(struct tput *t, const struct ve_policy_view *v,
 			    v->now_ns - t->share_flip_ns >= hold) {
 				t->shared = !t->shared;
 				t->share_flip_ns = 0;
+				log_share_flip(t, p, dem, cl, want, n);
 			}
 		}
 		share = t->shared;

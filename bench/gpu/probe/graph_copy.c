@@ -95,7 +95,16 @@ static CUgraphExec make_copy(CUgraph src, CUcontext ctx, int attrs, int rewrite)
 		for (size_t i = 0; i < no; i++) {
 			CUgraphNode c;
 			CK(cuGraphNodeFindInClone(&c, orig[i], g));
-			CK(cuGraphKernelNodeCopyAttributes(c, orig[i]));
+			/* Refused between nodes of different contexts on driver 580
+			 * (INVALID_VALUE): then copy_attr is the plain copy. */
+			CUresult e = cuGraphKernelNodeCopyAttributes(c, orig[i]);
+			if (e != CUDA_SUCCESS) {
+				const char *nm = "?";
+				cuGetErrorName(e, &nm);
+				printf("copy_attr: cuGraphKernelNodeCopyAttributes -> %s; "
+				       "copy_attr is copy_green\n", nm);
+				break;
+			}
 		}
 	CUgraphExec x;
 	CK(cuGraphInstantiateWithFlags(&x, g, 0));
