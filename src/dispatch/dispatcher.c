@@ -52,6 +52,7 @@ struct lane_st {
 	uint32_t unmarked; /* deferred ops since the lane's last marker */
 	uint32_t nsub;	   /* ops submitted so far (profile sampling) */
 	uint8_t on_unm;	   /* listed in d->unm */
+	uint8_t long_tail; /* its unmarked tail is a long kernel that went to it idle */
 	uint64_t avg_ns;   /* recent time per op: EWMA over reported completions */
 	uint64_t pred_ns;  /* predicted run time of the kernels in flight (lane_admits) */
 	uint64_t last_done_ns, last_submit_ns;
@@ -694,10 +695,31 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 			: granted && d->grant_mode && entry == d->gc[client].lend
 			    ? lend_predict(d, desc, entry)
 			    : op_predict(d, desc, entry);
+	bool long_tail = false;
 	if (L && d->deferral && d->grant_mode && entry != VE_LANE_COPY_ENTRY) {
+		/* A kernel behind a long one that went unmarked: that one's
+		 * marker first, so its end is heard on its own (lane room) as
+		 * every = 1 would have had it. A copy rides on (below). */
+		if (L->long_tail && L->unmarked && charged && d->b->ops->flush(d->b, L->id) == 0) {
+			L->unmarked = 0;
+			d->st.flushes++;
+		}
+		L->long_tail = 0;
 		uint32_t every = VE_MIN(d->cfg.mark_every,
 					VE_MAX(1u, lane_room(d, L, d->gc[client].contended) / 4));
 		defer = L->unmarked + 1 < every;
+		/* A kernel predicted to outlast the idle flush twice, on an idle
+		 * lane: its marker waits for what its stream puts behind it, a
+		 * decode step's read-back, so that one marker after the copy
+		 * reports both. Written between the graph and the copy, the
+		 * fenced marker held the copy back on the GPU at every token
+		 * (event markers, cheaper on the GPU, ran a decode pair 0.25%
+		 * faster on an H100). Nothing is heard later for it: the idle
+		 * flush, a waiter or a drain write the marker long before the
+		 * kernel ends. */
+		long_tail = charged && !L->inflight && pred >= 2 * d->cfg.idle_flush_ns;
+		if (long_tail)
+			defer = true;
 		/* One op in 64 right after a marker gets its own marker too: a
 		 * sample of its run time for the profiles (f->solo below). A
 		 * kernel with no prediction too: its time is learned from it. */
@@ -729,6 +751,8 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 			L->busy_ns = L->last_submit_ns;
 		if (defer) {
 			L->unmarked++;
+			L->long_tail = long_tail;
+			d->st.long_tails += long_tail;
 			unm_add(d, li);
 			d->st.deferred++;
 		} else {
@@ -768,9 +792,12 @@ static void flush_lanes(struct ve_dispatcher *d, bool all, uint16_t entry, uint6
 	for (uint32_t j = 0; j < d->nunm;) {
 		uint32_t li = d->unm[j];
 		struct lane_st *L = &d->ls[li];
+		/* Idle passes flush only lanes whose work may end soon: a long
+		 * kernel's marker waits for its read-back (submit_on) until the
+		 * idle flush's time. */
 		bool go = all || (entry != VE_POOL_NONE && VE_LANE_ENTRY(L->id) == entry) ||
 			  now - L->last_submit_ns >= d->cfg.idle_flush_ns ||
-			  d->idle_passes >= IDLE_FLUSH_PASSES;
+			  (d->idle_passes >= IDLE_FLUSH_PASSES && !L->long_tail);
 		if (L->unmarked && !go) {
 			j++;
 			continue;
@@ -781,6 +808,7 @@ static void flush_lanes(struct ve_dispatcher *d, bool all, uint16_t entry, uint6
 				continue;
 			}
 			L->unmarked = 0;
+			L->long_tail = 0;
 			d->st.flushes++;
 		}
 		L->on_unm = 0;

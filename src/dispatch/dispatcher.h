@@ -125,6 +125,7 @@ struct ve_dispatcher_stats {
 	uint64_t grant_changes; /* grant changes seen */
 	uint64_t ahead_full;	/* candidates held back by the lane's bound, retried later */
 	uint64_t deferred, marks, flushes; /* completion markers saved, written, forced */
+	uint64_t long_tails; /* long kernels whose marker waited for their stream's next op */
 	uint64_t watchdog_binds;	   /* ops the bind deadline sent to the root entry */
 	uint64_t stuck_lanes;		   /* lanes found without progress for the deadline */
 	uint64_t late_ops; /* latency ops that finished after their deadline (advice, VE_TPOT_MS) */

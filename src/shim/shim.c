@@ -553,6 +553,11 @@ static void shim_atexit(void)
 			"kernels, up to VE_LEND_US=%llu us)",
 			(unsigned long long)rs.dispatch.lend_binds,
 			(unsigned long long)rs.dispatch.granted, (unsigned long long)S->cfg.lend_us);
+	VE_DEBUG("exit: completion markers: %llu written, %llu ops deferred to a later one, %llu "
+		 "written for deferred ops (a wait, a drain, the idle flush); %llu long kernels "
+		 "on an idle lane waited for their stream's next op",
+		 (unsigned long long)rs.dispatch.marks, (unsigned long long)rs.dispatch.deferred,
+		 (unsigned long long)rs.dispatch.flushes, (unsigned long long)rs.dispatch.long_tails);
 	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
 		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
 	VE_DEBUG("exit: the dispatcher slept %llu times with work in flight while a thread waited "

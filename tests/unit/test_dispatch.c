@@ -1536,7 +1536,7 @@ struct one_rt {
 	struct ve_dispatcher *d;
 };
 
-static void one_rt_create_mode(struct one_rt *o, uint64_t seed, bool per_op)
+static void one_rt_create_ahead(struct one_rt *o, uint64_t seed, bool per_op, uint64_t ahead_ns)
 {
 	struct ve_sim_config sc;
 	ve_sim_config_default(&sc);
@@ -1548,9 +1548,15 @@ static void one_rt_create_mode(struct one_rt *o, uint64_t seed, bool per_op)
 					 .policy = "tput",
 					 .max_clients = 1,
 					 .per_op = per_op,
-					 .dispatch = {.host_inline = true}};
+					 .dispatch = {.host_inline = true, .ahead_ns = ahead_ns}};
 	VE_CHECK_MSG(ve_runtime_create(&rcfg, o->b, &o->rt, err, sizeof(err)) == 0, "%s", err);
 	o->d = ve_runtime_dispatcher(o->rt);
+}
+
+/* ... only ready ops submitted (no submit-ahead), or as chosen. */
+static void one_rt_create_mode(struct one_rt *o, uint64_t seed, bool per_op)
+{
+	one_rt_create_ahead(o, seed, per_op, 0);
 }
 
 static void one_rt_create(struct one_rt *o, uint64_t seed)
@@ -1605,6 +1611,56 @@ VE_TEST(grant_report_dates_the_last_work_to_its_end)
 		     "last work at %.1f us, its kernel done by %.1f us", dm.active_ns / 1e3,
 		     end / 1e3);
 	one_rt_destroy(&o, v, 1);
+}
+
+/* A long kernel sent to an idle lane gets no marker of its own: what its
+ * stream puts behind it next carries the one marker (a decode step: the
+ * graph replay, then its read-back; a fenced marker between the two held
+ * the copy back on the GPU at every token). A kernel behind it instead has
+ * the long one's marker written first, so that one's end is heard on its
+ * own. Idle passes alone do not write it (the sim's clock stands). */
+VE_TEST(grant_long_kernel_marker_waits_for_its_read_back)
+{
+	for (int next_is_copy = 1; next_is_copy >= 0; next_is_copy--) {
+		struct one_rt o;
+		one_rt_create_ahead(&o, 9, false, 150000);
+		ve_stream s;
+		struct ve_vctx *v[1] = {one_rt_vctx(&s)};
+		VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
+		struct ve_desc lk, cp;
+		rk_kernel(&lk, RK_LONG);
+		memset(&cp, 0, sizeof(cp));
+		cp.kind = VE_OP_MEMCPY;
+		cp.u.cp.bytes = 4;
+		cp.u.cp.dst = 0x1000;
+		cp.u.cp.src = 0x2000;
+		/* Learned first (an unpredicted kernel is marked to time it). */
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+		sim_drive_until_done(o.d, o.b, v, 1);
+		struct ve_dispatcher_stats a, b;
+		ve_dispatcher_stats(o.d, &a);
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+		for (int i = 0; i < 200; i++)
+			ve_dispatcher_poll(o.d);
+		ve_dispatcher_stats(o.d, &b);
+		VE_CHECK_EQ(b.submitted - a.submitted, 1);
+		VE_CHECK_EQ(b.long_tails - a.long_tails, 1);
+		VE_CHECK_EQ(b.marks - a.marks, 0);
+		VE_CHECK_EQ(b.flushes - a.flushes, 0);
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s, next_is_copy ? &cp : &lk, 0, NULL), 0);
+		for (int i = 0; i < 20; i++)
+			ve_dispatcher_poll(o.d);
+		ve_dispatcher_stats(o.d, &b);
+		printf("# then a %s: %llu markers written, %llu for the deferred kernel\n",
+		       next_is_copy ? "copy" : "kernel", (unsigned long long)(b.marks - a.marks),
+		       (unsigned long long)(b.flushes - a.flushes));
+		VE_CHECK_EQ(b.submitted - a.submitted, 2);
+		VE_CHECK_EQ(b.marks - a.marks, 1);
+		VE_CHECK_EQ(b.flushes - a.flushes, next_is_copy ? 0 : 1);
+		sim_drive_until_done(o.d, o.b, v, 1);
+		VE_CHECK_EQ(ve_vctx_ctx_query(v[0]), 0);
+		one_rt_destroy(&o, v, 1);
+	}
 }
 
 /* A client slot is not attached again while the work of the client that
