@@ -716,8 +716,9 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		 * (event markers, cheaper on the GPU, ran a decode pair 0.25%
 		 * faster on an H100). Nothing is heard later for it: the idle
 		 * flush, a waiter or a drain write the marker long before the
-		 * kernel ends. */
-		long_tail = charged && !L->inflight && pred >= 2 * d->cfg.idle_flush_ns;
+		 * kernel ends. Not with mark_every 1: every op timed (profiles). */
+		long_tail = charged && !L->inflight && pred >= 2 * d->cfg.idle_flush_ns &&
+			    d->cfg.mark_every > 1;
 		if (long_tail)
 			defer = true;
 		/* One op in 64 right after a marker gets its own marker too: a
