@@ -554,7 +554,8 @@ static void shim_atexit(void)
 			(unsigned long long)rs.dispatch.lend_binds,
 			(unsigned long long)rs.dispatch.granted, (unsigned long long)S->cfg.lend_us);
 	VE_DEBUG("exit: completion markers: %llu written, %llu ops deferred to a later one, %llu "
-		 "written for deferred ops (a wait, a drain, the idle flush); %llu long kernels "
+		 "written for deferred ops (a wait, a drain, the idle flush, a kernel behind a "
+		 "long one); %llu long kernels "
 		 "on an idle lane waited for their stream's next op",
 		 (unsigned long long)rs.dispatch.marks, (unsigned long long)rs.dispatch.deferred,
 		 (unsigned long long)rs.dispatch.flushes, (unsigned long long)rs.dispatch.long_tails);
