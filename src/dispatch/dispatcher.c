@@ -53,6 +53,7 @@ struct lane_st {
 	uint32_t nsub;	   /* ops submitted so far (profile sampling) */
 	uint8_t on_unm;	   /* listed in d->unm */
 	uint8_t long_tail; /* its unmarked tail is a long kernel that went to it idle */
+	uint32_t ntails;   /* long kernels sent to it idle (every 64th is marked, a sample) */
 	uint64_t avg_ns;   /* recent time per op: EWMA over reported completions */
 	uint64_t pred_ns;  /* predicted run time of the kernels in flight (lane_admits) */
 	uint64_t last_done_ns, last_submit_ns;
@@ -716,9 +717,13 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		 * (event markers, cheaper on the GPU, ran a decode pair 0.25%
 		 * faster on an H100). Nothing is heard later for it: the idle
 		 * flush, a waiter or a drain write the marker long before the
-		 * kernel ends. Not with mark_every 1: every op timed (profiles). */
-		long_tail = charged && !L->inflight && pred >= 2 * d->cfg.idle_flush_ns &&
-			    d->cfg.mark_every > 1;
+		 * kernel ends. Not with mark_every 1: every op timed (profiles);
+		 * and one in 64 is still marked, a sample of its run time (the
+		 * one-in-64 rule below counts every op of the lane, and a loop
+		 * of a kernel and a copy can miss the kernel each time). */
+		long_tail = d->cfg.long_tail && charged && !L->inflight &&
+			    pred >= 2 * d->cfg.idle_flush_ns && d->cfg.mark_every > 1 &&
+			    (L->ntails++ % 64) != 0;
 		if (long_tail)
 			defer = true;
 		/* One op in 64 right after a marker gets its own marker too: a
@@ -795,10 +800,14 @@ static void flush_lanes(struct ve_dispatcher *d, bool all, uint16_t entry, uint6
 		struct lane_st *L = &d->ls[li];
 		/* Idle passes flush only lanes whose work may end soon: a long
 		 * kernel's marker waits for its read-back (submit_on) until the
-		 * idle flush's time. */
+		 * idle flush's time. Not where time stands while nothing runs
+		 * (the sim's virtual clock): a kernel shorter than predicted and
+		 * done, its completion held for the marker, would wait for a
+		 * timer that never fires. */
+		bool virt = d->b->ops->version >= 2 && (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK);
 		bool go = all || (entry != VE_POOL_NONE && VE_LANE_ENTRY(L->id) == entry) ||
 			  now - L->last_submit_ns >= d->cfg.idle_flush_ns ||
-			  (d->idle_passes >= IDLE_FLUSH_PASSES && !L->long_tail);
+			  (d->idle_passes >= IDLE_FLUSH_PASSES && (!L->long_tail || virt));
 		if (L->unmarked && !go) {
 			j++;
 			continue;

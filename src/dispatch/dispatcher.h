@@ -67,6 +67,12 @@ struct ve_dispatcher_config {
 	 * and after idle_flush_ns without a new submission (default 20 us). */
 	uint32_t mark_every;
 	uint64_t idle_flush_ns;
+	/* A kernel predicted to run at least 2 * idle_flush_ns, sent to an
+	 * idle lane, gets no marker of its own: the next op of its lane
+	 * carries it (a copy), or it is written before that op (a kernel).
+	 * One such kernel in 64 is still marked, a profile sample. Off by
+	 * default (VE_MARK_LONG_TAIL): not yet measured on a GPU. */
+	bool long_tail;
 	/* Bind deadline (VE_WATCHDOG_MS; 0 = off): in grant mode an op waiting
 	 * this long for a grant that can run it is submitted on the root
 	 * entry's lane, the safe fallback (whole GPU, descriptor unchanged),

@@ -225,6 +225,8 @@ static int load_config(struct ve_shim_config *c)
 	/* Profiling (VE_PROFILE_OUT) wants every op timed by its own marker. */
 	bad |= env_u64("VE_MARK_EVERY", getenv("VE_PROFILE_OUT") ? 1 : 16, 1, 4096, &v);
 	c->mark_every = (uint32_t)v;
+	bad |= env_u64("VE_MARK_LONG_TAIL", 0, 0, 1, &v);
+	c->mark_long_tail = (uint32_t)v;
 	bad |= env_u64("VE_SYNC_SPIN_US", 1000, 0, 1000000, &v);
 	c->sync_spin_us = v;
 	bad |= env_u64("VE_POLL_US", 20, 1, 100000, &v);
@@ -332,6 +334,7 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .lend_ns = S->cfg.lend_us * 1000,
 						     .ahead_max = 256,
 						     .mark_every = S->cfg.mark_every,
+						     .long_tail = S->cfg.mark_long_tail != 0,
 						     .poll_ns = S->cfg.poll_us * 1000,
 						     .idle_spin_ns = S->cfg.idle_spin_us * 1000,
 						     .wait_spin_ns = S->cfg.sync_spin_us * 1000,

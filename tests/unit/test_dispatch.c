@@ -1536,7 +1536,8 @@ struct one_rt {
 	struct ve_dispatcher *d;
 };
 
-static void one_rt_create_ahead(struct one_rt *o, uint64_t seed, bool per_op, uint64_t ahead_ns)
+static void one_rt_create_ahead(struct one_rt *o, uint64_t seed, bool per_op, uint64_t ahead_ns,
+				bool long_tail)
 {
 	struct ve_sim_config sc;
 	ve_sim_config_default(&sc);
@@ -1548,7 +1549,9 @@ static void one_rt_create_ahead(struct one_rt *o, uint64_t seed, bool per_op, ui
 					 .policy = "tput",
 					 .max_clients = 1,
 					 .per_op = per_op,
-					 .dispatch = {.host_inline = true, .ahead_ns = ahead_ns}};
+					 .dispatch = {.host_inline = true,
+						      .ahead_ns = ahead_ns,
+						      .long_tail = long_tail}};
 	VE_CHECK_MSG(ve_runtime_create(&rcfg, o->b, &o->rt, err, sizeof(err)) == 0, "%s", err);
 	o->d = ve_runtime_dispatcher(o->rt);
 }
@@ -1556,7 +1559,7 @@ static void one_rt_create_ahead(struct one_rt *o, uint64_t seed, bool per_op, ui
 /* ... only ready ops submitted (no submit-ahead), or as chosen. */
 static void one_rt_create_mode(struct one_rt *o, uint64_t seed, bool per_op)
 {
-	one_rt_create_ahead(o, seed, per_op, 0);
+	one_rt_create_ahead(o, seed, per_op, 0, false);
 }
 
 static void one_rt_create(struct one_rt *o, uint64_t seed)
@@ -1613,34 +1616,44 @@ VE_TEST(grant_report_dates_the_last_work_to_its_end)
 	one_rt_destroy(&o, v, 1);
 }
 
-/* A long kernel sent to an idle lane gets no marker of its own: what its
- * stream puts behind it next carries the one marker (a decode step: the
- * graph replay, then its read-back; a fenced marker between the two held
- * the copy back on the GPU at every token). A kernel behind it instead has
- * the long one's marker written first, so that one's end is heard on its
- * own. Idle passes alone do not write it (the sim's clock stands). */
+/* A long kernel sent to an idle lane gets no marker of its own
+ * (VE_MARK_LONG_TAIL): what its stream puts behind it next carries the one
+ * marker (a decode step: the graph replay, then its read-back; a fenced
+ * marker between the two held the copy back on the GPU at every token). A
+ * kernel behind it instead has the long one's marker written first, so that
+ * one's end is heard on its own. (On a real clock idle passes do not write
+ * it either, only the idle flush's timer; on the sim's virtual clock they
+ * do, below, so these checks stay under IDLE_FLUSH_PASSES passes.) */
+static void long_tail_ops(struct ve_desc *lk, struct ve_desc *cp)
+{
+	rk_kernel(lk, RK_LONG);
+	memset(cp, 0, sizeof(*cp));
+	cp->kind = VE_OP_MEMCPY;
+	cp->u.cp.bytes = 4;
+	cp->u.cp.dst = 0x1000;
+	cp->u.cp.src = 0x2000;
+}
+
 VE_TEST(grant_long_kernel_marker_waits_for_its_read_back)
 {
 	for (int next_is_copy = 1; next_is_copy >= 0; next_is_copy--) {
 		struct one_rt o;
-		one_rt_create_ahead(&o, 9, false, 150000);
+		one_rt_create_ahead(&o, 9, false, 150000, true);
 		ve_stream s;
 		struct ve_vctx *v[1] = {one_rt_vctx(&s)};
 		VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
 		struct ve_desc lk, cp;
-		rk_kernel(&lk, RK_LONG);
-		memset(&cp, 0, sizeof(cp));
-		cp.kind = VE_OP_MEMCPY;
-		cp.u.cp.bytes = 4;
-		cp.u.cp.dst = 0x1000;
-		cp.u.cp.src = 0x2000;
-		/* Learned first (an unpredicted kernel is marked to time it). */
-		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
-		sim_drive_until_done(o.d, o.b, v, 1);
+		long_tail_ops(&lk, &cp);
+		/* Learned first (an unpredicted kernel is marked to time it),
+		 * then the first long kernel on an idle lane: a sample, marked. */
+		for (int i = 0; i < 2; i++) {
+			VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+			sim_drive_until_done(o.d, o.b, v, 1);
+		}
 		struct ve_dispatcher_stats a, b;
 		ve_dispatcher_stats(o.d, &a);
 		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
-		for (int i = 0; i < 200; i++)
+		for (int i = 0; i < 20; i++)
 			ve_dispatcher_poll(o.d);
 		ve_dispatcher_stats(o.d, &b);
 		VE_CHECK_EQ(b.submitted - a.submitted, 1);
@@ -1661,6 +1674,99 @@ VE_TEST(grant_long_kernel_marker_waits_for_its_read_back)
 		VE_CHECK_EQ(ve_vctx_ctx_query(v[0]), 0);
 		one_rt_destroy(&o, v, 1);
 	}
+}
+
+/* ... and one such kernel in 64 still has a marker of its own, so its run
+ * time keeps being sampled (predictions, profiles): a decode loop of a
+ * kernel and its read-back was never sampled (the one-in-64 rule counts
+ * every op of the lane, and the kernel missed it at every turn). */
+VE_TEST(grant_long_tail_kernels_still_sampled)
+{
+	struct one_rt o;
+	one_rt_create_ahead(&o, 9, false, 150000, true);
+	ve_stream s;
+	struct ve_vctx *v[1] = {one_rt_vctx(&s)};
+	VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
+	struct ve_desc lk, cp;
+	long_tail_ops(&lk, &cp);
+	VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+	sim_drive_until_done(o.d, o.b, v, 1);
+	struct ve_dispatcher_stats a, b;
+	ve_dispatcher_stats(o.d, &a);
+	enum { STEPS = 128 };
+	for (int step = 0; step < STEPS; step++) {
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &cp, 0, NULL), 0);
+		sim_drive_until_done(o.d, o.b, v, 1);
+	}
+	ve_dispatcher_stats(o.d, &b);
+	printf("# %d steps: %llu long kernels waited for their copy, %llu markers\n", STEPS,
+	       (unsigned long long)(b.long_tails - a.long_tails),
+	       (unsigned long long)(b.marks - a.marks));
+	VE_CHECK_EQ(b.long_tails - a.long_tails, STEPS - STEPS / 64);
+	VE_CHECK_EQ(b.marks - a.marks, STEPS + STEPS / 64); /* each copy's, each sample's */
+	one_rt_destroy(&o, v, 1);
+}
+
+/* Where time stands while nothing runs (the sim's virtual clock, its
+ * dispatcher thread waiting on the sim), idle passes still report a long
+ * kernel that ended early: its completion, held for the marker, would
+ * otherwise wait for the idle flush's timer, which never fires there. */
+static uint64_t lt_wave_ns = 100000;
+
+static int lt_model(void *arg, const struct ve_desc *d, struct ve_sim_kernel_params *p)
+{
+	(void)arg;
+	(void)d;
+	p->blocks_per_sm = 1;
+	p->t_launch_ns = 2000;
+	p->t_wave_ns = lt_wave_ns;
+	return 0;
+}
+
+VE_TEST(grant_long_tail_shorter_than_predicted_on_a_virtual_clock)
+{
+	struct one_rt o;
+	struct ve_sim_config sc;
+	ve_sim_config_default(&sc);
+	sc.seed = 3;
+	sc.kernel_model = lt_model;
+	sc.defer_reports = true;
+	sc.wait_advances = true;
+	VE_CHECK_EQ(ve_sim_create(&sc, &o.b), 0);
+	char err[512] = "";
+	struct ve_runtime_config rcfg = {
+	    .daemon = "0",
+	    .policy = "tput",
+	    .max_clients = 1,
+	    .dispatch = {.host_inline = true, .ahead_ns = 150000, .long_tail = true}};
+	VE_CHECK_MSG(ve_runtime_create(&rcfg, o.b, &o.rt, err, sizeof(err)) == 0, "%s", err);
+	o.d = ve_runtime_dispatcher(o.rt);
+	ve_stream s;
+	struct ve_vctx *v[1] = {one_rt_vctx(&s)};
+	VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
+	struct ve_desc k;
+	rk_kernel(&k, RK_SHORT);
+	lt_wave_ns = 100000; /* learned at ~100 us */
+	for (int i = 0; i < 3; i++) {
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &k, 0, NULL), 0);
+		sim_drive_until_done(o.d, o.b, v, 1);
+	}
+	lt_wave_ns = 1000; /* then it runs 3 us; nobody waits, the test polls */
+	VE_CHECK_EQ(ve_runtime_start(o.rt), 0);
+	VE_CHECK_EQ(ve_vctx_submit(v[0], s, &k, 0, NULL), 0);
+	int ms = 0;
+	while (ve_vctx_ctx_query(v[0]) != 0 && ms < 2000) {
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+		ms++;
+	}
+	struct ve_dispatcher_stats st;
+	ve_dispatcher_stats(o.d, &st);
+	printf("# reported after %d ms (%llu long kernels waited for a next op)\n", ms,
+	       (unsigned long long)st.long_tails);
+	VE_CHECK(st.long_tails >= 1);
+	VE_CHECK_MSG(ms < 2000, "the kernel's completion was never reported");
+	one_rt_destroy(&o, v, 1);
 }
 
 /* A client slot is not attached again while the work of the client that
