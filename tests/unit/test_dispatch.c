@@ -1760,6 +1760,7 @@ VE_TEST(grant_long_tail_shorter_than_predicted_on_a_virtual_clock)
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
 		ms++;
 	}
+	ve_dispatcher_stop(o.d); /* its thread owns the stats */
 	struct ve_dispatcher_stats st;
 	ve_dispatcher_stats(o.d, &st);
 	printf("# reported after %d ms (%llu long kernels waited for a next op)\n", ms,
