@@ -1624,32 +1624,35 @@ VE_TEST(grant_report_dates_the_last_work_to_its_end)
  * one's end is heard on its own. (On a real clock idle passes do not write
  * it either, only the idle flush's timer; on the sim's virtual clock they
  * do, below, so these checks stay under IDLE_FLUSH_PASSES passes.) */
-static void long_tail_ops(struct ve_desc *lk, struct ve_desc *cp)
+/* One client on the sim with long tails on, a long kernel lk and a 4-byte
+ * read-back cp, lk learned (an unpredicted kernel is marked to time it). */
+static struct ve_vctx *long_tail_client(struct one_rt *o, ve_stream *s, struct ve_desc *lk,
+					struct ve_desc *cp)
 {
+	one_rt_create_ahead(o, 9, false, 150000, true);
+	struct ve_vctx *v = one_rt_vctx(s);
+	VE_CHECK_EQ(ve_runtime_attach(o->rt, v, 0, 0), 0);
 	rk_kernel(lk, RK_LONG);
 	memset(cp, 0, sizeof(*cp));
 	cp->kind = VE_OP_MEMCPY;
 	cp->u.cp.bytes = 4;
 	cp->u.cp.dst = 0x1000;
 	cp->u.cp.src = 0x2000;
+	VE_CHECK_EQ(ve_vctx_submit(v, *s, lk, 0, NULL), 0);
+	sim_drive_until_done(o->d, o->b, &v, 1);
+	return v;
 }
 
 VE_TEST(grant_long_kernel_marker_waits_for_its_read_back)
 {
 	for (int next_is_copy = 1; next_is_copy >= 0; next_is_copy--) {
 		struct one_rt o;
-		one_rt_create_ahead(&o, 9, false, 150000, true);
 		ve_stream s;
-		struct ve_vctx *v[1] = {one_rt_vctx(&s)};
-		VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
 		struct ve_desc lk, cp;
-		long_tail_ops(&lk, &cp);
-		/* Learned first (an unpredicted kernel is marked to time it),
-		 * then the first long kernel on an idle lane: a sample, marked. */
-		for (int i = 0; i < 2; i++) {
-			VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
-			sim_drive_until_done(o.d, o.b, v, 1);
-		}
+		struct ve_vctx *v[1] = {long_tail_client(&o, &s, &lk, &cp)};
+		/* The first long kernel on an idle lane: a sample, marked. */
+		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
+		sim_drive_until_done(o.d, o.b, v, 1);
 		struct ve_dispatcher_stats a, b;
 		ve_dispatcher_stats(o.d, &a);
 		VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
@@ -1683,14 +1686,9 @@ VE_TEST(grant_long_kernel_marker_waits_for_its_read_back)
 VE_TEST(grant_long_tail_kernels_still_sampled)
 {
 	struct one_rt o;
-	one_rt_create_ahead(&o, 9, false, 150000, true);
 	ve_stream s;
-	struct ve_vctx *v[1] = {one_rt_vctx(&s)};
-	VE_CHECK_EQ(ve_runtime_attach(o.rt, v[0], 0, 0), 0);
 	struct ve_desc lk, cp;
-	long_tail_ops(&lk, &cp);
-	VE_CHECK_EQ(ve_vctx_submit(v[0], s, &lk, 0, NULL), 0);
-	sim_drive_until_done(o.d, o.b, v, 1);
+	struct ve_vctx *v[1] = {long_tail_client(&o, &s, &lk, &cp)};
 	struct ve_dispatcher_stats a, b;
 	ve_dispatcher_stats(o.d, &a);
 	enum { STEPS = 128 };

@@ -7,11 +7,7 @@
 set -u
 OUT=${1:-/tmp/decode-ab}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; SECS=${SECS:-4}
-make -j"$(nproc)" >"$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; exit 1; }
-OLD=/tmp/ve-old-tree; rm -rf "$OLD"; mkdir -p "$OLD"
-cp -r Makefile include src tools tests bench docs "$OLD"/ 2>/dev/null
-(cd "$OLD" && patch -R -p1 <"$OLDPWD/${PATCH:?PATCH names the diff to reverse}" >"$OUT/patch.log" 2>&1 &&
-	make -j"$(nproc)" build/libve.so >"$OUT/build-old.log" 2>&1) || { echo "old build failed"; tail -5 "$OUT"/patch.log "$OUT"/build-old.log; exit 1; }
+. "$(dirname "$0")/old_lib.sh"
 DEC="bench/gpu/graphs/decode_replay.py --layers 4 --batch 8 --parts --seconds"
 run() { # name lib
 	local name=$1 lib=${2:-}

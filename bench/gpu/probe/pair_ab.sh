@@ -9,11 +9,7 @@
 set -u
 OUT=${1:-/tmp/pair-ab}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}
-make -j"$(nproc)" >"$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; exit 1; }
-OLD=/tmp/ve-old-tree; rm -rf "$OLD"; mkdir -p "$OLD"
-cp -r Makefile include src tools tests bench docs "$OLD"/ 2>/dev/null
-(cd "$OLD" && patch -R -p1 <"$OLDPWD/${PATCH:?PATCH names the diff to reverse}" >"$OUT/patch.log" 2>&1 &&
-	make -j"$(nproc)" build/libve.so >"$OUT/build-old.log" 2>&1) || { echo "old build failed"; tail -5 "$OUT"/patch.log "$OUT"/build-old.log; exit 1; }
+. "$(dirname "$0")/old_lib.sh"
 POL="tput+VE_LIB=$OLD/build/libve.so${VARIANTS:+,$VARIANTS}"
 timeout $((ROUNDS * 120 + 120)) python3 bench/gpu/graphs/run --programs "" --torch "" --skip-backend-check \
 	--pair-rounds "$ROUNDS" --pair-policies "$POL" --budget-s $((ROUNDS * 110 + 90)) \
