@@ -177,6 +177,7 @@ struct ve_dispatcher {
 	uint32_t nunm;
 	uint32_t idle_passes;
 	bool deferral; /* the backend can defer completion markers */
+	bool virt_clock; /* the backend's time moves only with its work (the sim) */
 	uint64_t wd_next_ns; /* next look for stuck lanes */
 
 	/* grant mode */
@@ -343,6 +344,7 @@ int ve_dispatcher_create(const struct ve_dispatcher_config *cfg, struct ve_dispa
 	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++)
 		d->gc[c].entry = d->gc[c].lend = VE_POOL_NONE;
 	d->deferral = d->b->ops->version >= 2 && d->b->ops->submit_deferred && d->b->ops->flush;
+	d->virt_clock = d->b->ops->version >= 2 && (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK);
 	d->inf_free = UINT32_MAX;
 	for (uint32_t i = d->cfg.max_inflight; i-- > 0;) {
 		d->inf[i].next_free = d->inf_free;
@@ -659,6 +661,18 @@ static void unm_add(struct ve_dispatcher *d, uint32_t li)
 	}
 }
 
+/* A marker now for the lane's deferred ops (they complete with it);
+ * -EAGAIN: the backend has no room yet, nothing changed. */
+static int flush_lane(struct ve_dispatcher *d, struct lane_st *L)
+{
+	if (d->b->ops->flush(d->b, L->id) == -EAGAIN)
+		return -EAGAIN;
+	L->unmarked = 0;
+	L->long_tail = 0;
+	d->st.flushes++;
+	return 0;
+}
+
 /* Submits an op on a lane; returns 0 or the backend's error (op untouched).
  * In grant mode the completion marker is deferred on entry lanes (one driver
  * call per op instead of two) and written every mark_every ops; copy lanes
@@ -701,10 +715,8 @@ static int submit_on(struct ve_dispatcher *d, uint32_t client, struct ve_vctx *v
 		/* A kernel behind a long one that went unmarked: that one's
 		 * marker first, so its end is heard on its own (lane room) as
 		 * every = 1 would have had it. A copy rides on (below). */
-		if (L->long_tail && L->unmarked && charged && d->b->ops->flush(d->b, L->id) == 0) {
-			L->unmarked = 0;
-			d->st.flushes++;
-		}
+		if (L->long_tail && L->unmarked && charged)
+			flush_lane(d, L);
 		L->long_tail = 0;
 		uint32_t every = VE_MIN(d->cfg.mark_every,
 					VE_MAX(1u, lane_room(d, L, d->gc[client].contended) / 4));
@@ -804,22 +816,16 @@ static void flush_lanes(struct ve_dispatcher *d, bool all, uint16_t entry, uint6
 		 * (the sim's virtual clock): a kernel shorter than predicted and
 		 * done, its completion held for the marker, would wait for a
 		 * timer that never fires. */
-		bool virt = d->b->ops->version >= 2 && (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK);
 		bool go = all || (entry != VE_POOL_NONE && VE_LANE_ENTRY(L->id) == entry) ||
 			  now - L->last_submit_ns >= d->cfg.idle_flush_ns ||
-			  (d->idle_passes >= IDLE_FLUSH_PASSES && (!L->long_tail || virt));
+			  (d->idle_passes >= IDLE_FLUSH_PASSES && (!L->long_tail || d->virt_clock));
 		if (L->unmarked && !go) {
 			j++;
 			continue;
 		}
-		if (L->unmarked) {
-			if (d->b->ops->flush(d->b, L->id) == -EAGAIN) {
-				j++;
-				continue;
-			}
-			L->unmarked = 0;
-			L->long_tail = 0;
-			d->st.flushes++;
+		if (L->unmarked && flush_lane(d, L) == -EAGAIN) {
+			j++;
+			continue;
 		}
 		L->on_unm = 0;
 		d->unm[j] = d->unm[--d->nunm];
@@ -1611,7 +1617,7 @@ struct wait_spin {
 
 static bool waiter_spin(struct ve_dispatcher *d, struct wait_spin *ws, bool *waiters_seen)
 {
-	if (d->b->ops->version >= 2 && (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK))
+	if (d->virt_clock)
 		return false;
 	uint32_t waits = 0;
 	bool waiters = clients_waiting(d, &waits);
@@ -1657,8 +1663,7 @@ static void *dispatcher_main(void *arg)
 			bool waited = false;
 			if (++idle < SPIN_PASSES || waiter_spin(d, &ws, &waited)) {
 				ve__cpu_relax();
-			} else if (d->b->ops->version >= 2 &&
-				   (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK)) {
+			} else if (d->virt_clock) {
 				d->b->ops->wait(d->b, INFLIGHT_WAIT);
 			} else {
 				d->st.sleeps++;
@@ -1677,8 +1682,7 @@ static void *dispatcher_main(void *arg)
 		}
 		/* Idle: spin a while first (see idle_spin_ns; the coordinator is
 		 * told only when we sleep, so a short host gap keeps the grant). */
-		if (d->cfg.idle_spin_ns && !(d->b->ops->version >= 2 &&
-					     (d->b->ops->caps & VE_BACKEND_CAP_VIRTUAL_CLOCK))) {
+		if (d->cfg.idle_spin_ns && !d->virt_clock) {
 			uint64_t now = ve__now_ns();
 			if (!idle_since)
 				idle_since = now;
