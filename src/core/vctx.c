@@ -115,6 +115,7 @@ struct ve_vctx {
 	struct stream *streams;
 	uint32_t stream_free;
 	uint32_t nstreams_live;
+	uint32_t stream_top; /* 1 + the highest stream slot ever taken: scans stop there */
 	uint32_t *dirty; /* blocking streams with work since the last legacy op */
 	uint32_t ndirty;
 	uint32_t *ptds_map; /* open addressing: thread_key -> stream idx (VE__NIL empty) */
@@ -273,6 +274,7 @@ int ve_vctx_create(const struct ve_vctx_config *cfg_in, struct ve_vctx **out)
 		v->stream_free = i;
 	}
 	v->nstreams_live = 1;
+	v->stream_top = 1;
 	v->event_free = VE__NIL;
 	for (uint32_t i = cfg.max_events; i-- > 0;) {
 		v->events[i].free_next = v->event_free;
@@ -353,7 +355,7 @@ static void reclaim_zombie_streams(struct ve_vctx *v)
 			v->dirty[k++] = v->dirty[i];
 	}
 	v->ndirty = k;
-	for (uint32_t i = 1; i < v->cfg.max_streams; i++) {
+	for (uint32_t i = 1; i < v->stream_top; i++) {
 		struct stream *s = &v->streams[i];
 		if (s->state == OBJ_ZOMBIE && !s->in_dirty && !ve__tok_live(&v->tt, s->tail)) {
 			s->state = OBJ_FREE;
@@ -379,6 +381,8 @@ static int stream_alloc(struct ve_vctx *v, uint8_t kind, unsigned flags, int pri
 	if (ve__tok_live(&v->tt, v->ctx_barrier))
 		s->tail = v->ctx_barrier;
 	v->nstreams_live++;
+	if (i >= v->stream_top)
+		v->stream_top = i + 1;
 	*idx = i;
 	return 0;
 }
@@ -1238,10 +1242,25 @@ static void record_wait_locked(struct ve_vctx *v, uint32_t sidx, ve_event eh, ui
 }
 
 /* Tails of every stream but 'skip' with work pending, into out (max entries). */
+/* Room for every stream's tail, called under the lock: the caller's stack
+ * buffer while the streams ever created fit it (a context sync allocates
+ * nothing then), else one from the heap that holds max_streams. Called again
+ * after the lock was let go (streams may have been created meanwhile); NULL
+ * when the heap has none. */
+#define TAILS_ON_STACK 128
+static ve_tok *tails_room(struct ve_vctx *v, ve_tok *cur, ve_tok *small)
+{
+	if (cur != small || v->stream_top <= TAILS_ON_STACK)
+		return cur;
+	return malloc(v->cfg.max_streams * sizeof(*small));
+}
+
+/* Slots are taken lowest first (the free list starts in order), so a
+ * process with a few streams scans a few slots, not max_streams. */
 static uint32_t live_tails(struct ve_vctx *v, uint32_t skip, ve_tok *out, uint32_t max)
 {
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < v->cfg.max_streams && n < max; i++) {
+	for (uint32_t i = 0; i < v->stream_top && n < max; i++) {
 		struct stream *s = &v->streams[i];
 		if (i != skip && s->state != OBJ_FREE && ve__tok_live(&v->tt, s->tail))
 			out[n++] = s->tail;
@@ -1254,13 +1273,15 @@ int ve_vctx_event_record_after_all(struct ve_vctx *v, ve_event eh, ve_stream sh,
 {
 	if (!v)
 		return -EINVAL;
-	ve_tok *tails = malloc(v->cfg.max_streams * sizeof(*tails));
-	if (!tails)
-		return -ENOMEM;
+	ve_tok small[TAILS_ON_STACK], *tails = small;
 	bool woke = false;
 	int rc;
 	pthread_mutex_lock(&v->lock);
 	for (;;) {
+		if (!(tails = tails_room(v, tails, small))) {
+			rc = -ENOMEM;
+			break;
+		}
 		uint32_t sidx = 0;
 		struct stream *s = stream_get(v, sh, &sidx);
 		if (!event_get(v, eh) || !s) {
@@ -1279,6 +1300,10 @@ int ve_vctx_event_record_after_all(struct ve_vctx *v, ve_event eh, ve_stream sh,
 			rc = -ENOENT;
 			break;
 		}
+		if (!(tails = tails_room(v, tails, small))) {
+			rc = -ENOMEM;
+			break;
+		}
 		uint32_t m = live_tails(v, sidx, tails, v->cfg.max_streams);
 		if (m > n)
 			continue;
@@ -1286,7 +1311,8 @@ int ve_vctx_event_record_after_all(struct ve_vctx *v, ve_event eh, ve_stream sh,
 		break;
 	}
 	unlock_notify(v, woke);
-	free(tails);
+	if (tails != small)
+		free(tails); /* free(NULL) after -ENOMEM */
 	return rc;
 }
 
@@ -1307,7 +1333,7 @@ int ve_vctx_ctx_wait_event(struct ve_vctx *v, ve_event eh)
 	if (!ve__tok_live(&v->tt, gtok))
 		goto out; /* nothing to wait for */
 	v->ctx_barrier = gtok;
-	for (uint32_t i = 0; i < v->cfg.max_streams && rc == 0; i++) {
+	for (uint32_t i = 0; i < v->stream_top && rc == 0; i++) {
 		if (v->streams[i].state != OBJ_LIVE)
 			continue;
 		rc = wait_capacity(v, 0, &v->streams[i], 1, 0);
@@ -1718,7 +1744,9 @@ int ve_vctx_stream_sync(struct ve_vctx *v, ve_stream h)
 		/* Snapshot first: work issued after this call began must not
 		 * extend the wait (the dirty set changes while we sleep). */
 		uint32_t n = 0;
-		ve_tok *snap = malloc((v->ndirty + 1) * sizeof(*snap));
+		ve_tok small[TAILS_ON_STACK];
+		ve_tok *snap = v->ndirty < TAILS_ON_STACK ? small
+							  : malloc((v->ndirty + 1) * sizeof(*snap));
 		if (!snap) {
 			rc = -ENOMEM;
 		} else {
@@ -1727,7 +1755,8 @@ int ve_vctx_stream_sync(struct ve_vctx *v, ve_stream h)
 				snap[n++] = v->streams[v->dirty[i]].tail;
 			for (uint32_t k = 0; k < n && rc == 0; k++)
 				rc = wait_tok_locked(v, snap[k], 0, false);
-			free(snap);
+			if (snap != small)
+				free(snap);
 		}
 	} else {
 		/* Both tokens as of the call (see blocking_done). */
@@ -1742,22 +1771,24 @@ int ve_vctx_stream_sync(struct ve_vctx *v, ve_stream h)
 
 int ve_vctx_ctx_sync(struct ve_vctx *v)
 {
+	ve_tok small[TAILS_ON_STACK];
 	pthread_mutex_lock(&v->lock);
-	uint32_t n = 0, cap = v->cfg.max_streams;
-	ve_tok *snap = malloc(cap * sizeof(*snap));
+	uint32_t n = 0;
+	ve_tok *snap = tails_room(v, small, small);
 	int rc = 0;
 	if (!snap) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	n = live_tails(v, UINT32_MAX, snap, cap);
+	n = live_tails(v, UINT32_MAX, snap, v->cfg.max_streams);
 	for (uint32_t i = 0; i < n && rc == 0; i++)
 		rc = wait_tok_locked(v, snap[i], 0, false);
 	if (rc == 0 && v->error)
 		rc = -EIO;
 out:
 	pthread_mutex_unlock(&v->lock);
-	free(snap);
+	if (snap != small)
+		free(snap);
 	return rc;
 }
 

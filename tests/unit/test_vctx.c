@@ -607,6 +607,45 @@ VE_TEST(y_sync_from_another_thread_blocks_until_completion)
 	ve_vctx_destroy(v);
 }
 
+/* Context-wide waits see every stream, those past the context's stack room
+ * for tails (128) too: a context sync and a context-wide record wait for
+ * work on the 200th stream, a legacy sync for 150 blocking streams. */
+VE_TEST(y_context_waits_cover_hundreds_of_streams)
+{
+	struct ve_vctx_config cfg = {.max_streams = 512, .max_events = 4};
+	struct ve_vctx *v = NULL;
+	VE_CHECK_EQ(ve_vctx_create(&cfg, &v), 0);
+	struct rd r = {0};
+	ve_stream s[200];
+	for (int i = 0; i < 200; i++)
+		s[i] = mkstream(v, VE_STREAM_NON_BLOCKING);
+	ve_tok last = kern(v, s[199]);
+	ve_stream own = mkstream(v, VE_STREAM_NON_BLOCKING);
+	ve_event e = mkevent(v, VE_EVENT_DISABLE_TIMING);
+	VE_CHECK_EQ(ve_vctx_event_record_after_all(v, e, own, 0), 0);
+	VE_CHECK_EQ(ve_vctx_event_query(v, e), -EBUSY);
+	struct waiter w;
+	waiter_start(&w, v, W_CTX, 0);
+	still_blocked(&w);
+	done(v, &r, last);
+	VE_CHECK_EQ(waiter_join(&w), 0);
+	VE_CHECK_EQ(ve_vctx_event_query(v, e), 0);
+
+	ve_stream b[150];
+	ve_tok k[150];
+	for (int i = 0; i < 150; i++) {
+		b[i] = mkstream(v, 0);
+		k[i] = kern(v, b[i]);
+	}
+	waiter_start(&w, v, W_STREAM, VE_STREAM_LEGACY);
+	for (int i = 0; i < 149; i++)
+		done(v, &r, k[i]);
+	still_blocked(&w);
+	done(v, &r, k[149]);
+	VE_CHECK_EQ(waiter_join(&w), 0);
+	ve_vctx_destroy(v);
+}
+
 /* ------------------------------------------------------------------ X */
 
 VE_TEST(x_destroy_stream_with_pending_work)
