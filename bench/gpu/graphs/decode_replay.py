@@ -38,6 +38,9 @@ def main():
     ap.add_argument("--start-at", type=float, default=0, help="epoch second to start measuring")
     ap.add_argument("--ready", help="touch this file once set up, then wait for --go")
     ap.add_argument("--go", help='a JSON file {"start_at": epoch} that the runner writes')
+    ap.add_argument("--delay-us", type=float, default=0,
+                    help="start the loop this long after --start-at / the go time (a pair's "
+                         "second server: its steps offset from the first's)")
     ap.add_argument("--window-s", type=float, default=1.0, help="rate windows (spread)")
     ap.add_argument("--eager", action="store_true", help="no graph (for comparison)")
     ap.add_argument("--parts", action="store_true",
@@ -83,6 +86,10 @@ def main():
     if a.start_at:
         while time.time() < a.start_at:
             time.sleep(0.001)
+    if a.delay_us > 0:
+        t_go = time.perf_counter() + a.delay_us * 1e-6
+        while time.perf_counter() < t_go:
+            pass
     steps, rates = 0, []
     t_start = time.perf_counter()
     t_win, n_win = t_start, 0
