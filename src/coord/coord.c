@@ -999,6 +999,14 @@ bool ve_coord_contended(const struct ve_coord *c, uint32_t client)
 	return false;
 }
 
+uint32_t ve_coord_others(const struct ve_coord *c, uint32_t client)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < c->rq.nclients; k++)
+		n += k != client && c->cl[k].active;
+	return n;
+}
+
 void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
 		      uint64_t measured_ns)
 {

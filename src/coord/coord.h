@@ -174,6 +174,8 @@ void ve_coord_client_drained(struct ve_coord *c, uint32_t client);
 /* Another client is registered (and could want SMs back at any tick),
  * unless this one's shared grant is settled (ve_coord_share_settled). */
 bool ve_coord_contended(const struct ve_coord *c, uint32_t client);
+/* How many other clients are registered and active (whatever they share). */
+uint32_t ve_coord_others(const struct ve_coord *c, uint32_t client);
 /* A measured run time of an op the client bound itself: refines T(key, m). */
 void ve_coord_observe(struct ve_coord *c, uint32_t client, uint16_t entry, uint64_t key,
 		      uint64_t measured_ns);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "dispatch/dispatcher.h"
 #include "dispatch/link.h"
+#include "dispatch/phase.h"
 #include "dispatch/trace.h"
 #include "util/futex.h"
 #include "util/util.h"
@@ -84,6 +85,9 @@ struct gclient {
 	uint64_t op_ns;
 	uint64_t binds, done; /* compute ops bound to its grants, completed */
 	uint64_t late;	      /* its ops that finished after their deadline (any binding) */
+	uint32_t others;      /* other processes sharing the GPU (link others) */
+	uint64_t hold_until;  /* VE_PHASE: bind nothing before this (0: no hold) */
+	struct ve__phase phase;
 };
 
 
@@ -445,6 +449,10 @@ int ve_dispatcher_attach(struct ve_dispatcher *d, struct ve_vctx *v, uint32_t cl
 		return rc;
 	d->cl[client] = (struct client_slot){.v = v, .flags = flags, .active = true};
 	d->gc[client] = (struct gclient){.entry = VE_POOL_NONE, .lend = VE_POOL_NONE};
+	/* Two processes' clients both decide when to try a phase: seeds that
+	 * differ between them (the pid) and between clients of one. */
+	ve__phase_init(&d->gc[client].phase,
+		       ((uint64_t)getpid() << 20) ^ ((uint64_t)client << 8) ^ d->b->ops->now(d->b));
 	ve_dispatcher_notify(d);
 	return 0;
 }
@@ -908,6 +916,11 @@ static int bind_local(struct ve_dispatcher *d, uint32_t c, ve_tok tok, uint32_t 
 {
 	struct client_slot *cs = &d->cl[c];
 	struct gclient *g = &d->gc[c];
+	if (g->hold_until) { /* VE_PHASE moves this step (ready_granted) */
+		if (now < g->hold_until)
+			return 1;
+		g->hold_until = 0;
+	}
 	const struct ve_desc *desc = ve_vctx_desc(cs->v, tok);
 	if (!desc)
 		return 0; /* gone (detached vctx): nothing to run */
@@ -1004,11 +1017,23 @@ static int ready_granted(struct ve_dispatcher *d, uint32_t c, const struct ve_re
 			 uint64_t now)
 {
 	d->st.popped++;
+	struct gclient *g = &d->gc[c];
+	/* A step starts: the first op after the client had nothing running
+	 * and nothing waiting (VE_PHASE, phase.h; a host gap just ended). */
+	if (d->cfg.phase && !g->ncompute && !g->nwait && !g->hold_until) {
+		uint64_t h = ve__phase_step(&g->phase, now, g->others > 0);
+		if (h) {
+			g->hold_until = now + h;
+			d->st.phase_holds++;
+			d->st.phase_hold_ns += h;
+		}
+	}
 	if (bind_local(d, c, ri->tok, ri->stream_idx, now) == 0)
 		return 0;
 	if (!wq_push(d, c, ri->tok, ri->stream_idx, now))
 		return -EAGAIN;
-	d->st.grant_waits++;
+	if (!g->hold_until)
+		d->st.grant_waits++;
 	return 0;
 }
 
@@ -1023,6 +1048,7 @@ static void grant_refresh(struct ve_dispatcher *d, uint32_t c, uint64_t now)
 	if (L_CALL(d, grant, c, &e, &l, &gen))
 		return;
 	g->contended = d->link.ops->contended ? L_CALL(d, contended, c) : true;
+	g->others = d->link.ops->others ? L_CALL(d, others, c) : 0;
 	if (gen == g->gen)
 		return;
 	if (g->entry != VE_POOL_NONE && g->entry != e && g->entry != l)

@@ -73,6 +73,10 @@ struct ve_dispatcher_config {
 	 * One such kernel in 64 is still marked, a profile sample. Off by
 	 * default (VE_MARK_LONG_TAIL): not yet measured on a GPU. */
 	bool long_tail;
+	/* Grant mode, with another process on the GPU: find the phase in which
+	 * this client's host gaps fall while the other's kernels run
+	 * (dispatch/phase.h; VE_PHASE). Off by default: not yet measured. */
+	bool phase;
 	/* Bind deadline (VE_WATCHDOG_MS; 0 = off): in grant mode an op waiting
 	 * this long for a grant that can run it is submitted on the root
 	 * entry's lane, the safe fallback (whole GPU, descriptor unchanged),
@@ -132,6 +136,7 @@ struct ve_dispatcher_stats {
 	uint64_t ahead_full;	/* candidates held back by the lane's bound, retried later */
 	uint64_t deferred, marks, flushes; /* completion markers saved, written, forced */
 	uint64_t long_tails; /* long kernels whose marker waited for their stream's next op */
+	uint64_t phase_holds, phase_hold_ns; /* VE_PHASE: steps held, and for how long */
 	uint64_t watchdog_binds;	   /* ops the bind deadline sent to the root entry */
 	uint64_t stuck_lanes;		   /* lanes found without progress for the deadline */
 	uint64_t late_ops; /* latency ops that finished after their deadline (advice, VE_TPOT_MS) */

@@ -73,6 +73,10 @@ static bool e_contended(void *c, uint32_t client)
 {
 	return ve_coord_contended(c, client);
 }
+static uint32_t e_others(void *c, uint32_t client)
+{
+	return ve_coord_others(c, client);
+}
 static void e_observe(void *c, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns)
 {
 	ve_coord_observe(c, client, entry, key, ns);
@@ -113,6 +117,7 @@ static const struct ve_link_ops embedded_ops = {
 	.report = e_report,
 	.tick = e_tick,
 	.contended = e_contended,
+	.others = e_others,
 	.observe = e_observe,
 	.profile_save = e_profile_save,
 	.info = e_info,

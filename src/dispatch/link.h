@@ -60,6 +60,9 @@ struct ve_link_ops {
 	/* Could another client want this one's SMs soon (it then keeps little
 	 * work queued ahead)? NULL: always assume so. */
 	bool (*contended)(void *impl, uint32_t client);
+	/* How many other processes (embedded: clients) share the GPU now,
+	 * whatever their grants; NULL: none known (VE_PHASE stays idle). */
+	uint32_t (*others)(void *impl, uint32_t client);
 	/* A measured run time of an op bound in grant mode (profiles learn
 	 * T(key, m) from it); NULL where the coordinator does not learn. */
 	void (*observe)(void *impl, uint32_t client, uint16_t entry, uint64_t key, uint64_t ns);

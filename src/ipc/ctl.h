@@ -401,7 +401,10 @@ struct ve_ved_words {
 	 * (ve_coord_share_settled: nothing would be taken back). */
 	_Atomic uint64_t grant;
 	_Atomic uint32_t contended;
-	uint32_t rsvd1[29];
+	/* Other processes registered with ved now (VE_PHASE: whether there is
+	 * another client's step to line up against). 0 from an older ved. */
+	_Atomic uint32_t others;
+	uint32_t rsvd1[28];
 
 	/* client -> ved: the client's report (struct ve_grant_report), under a
 	 * sequence lock: rep_seq is odd while the client writes the fields

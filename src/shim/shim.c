@@ -227,6 +227,8 @@ static int load_config(struct ve_shim_config *c)
 	c->mark_every = (uint32_t)v;
 	bad |= env_u64("VE_MARK_LONG_TAIL", 0, 0, 1, &v);
 	c->mark_long_tail = (uint32_t)v;
+	bad |= env_u64("VE_PHASE", 0, 0, 1, &v);
+	c->phase = (uint32_t)v;
 	bad |= env_u64("VE_SYNC_SPIN_US", 1000, 0, 1000000, &v);
 	c->sync_spin_us = v;
 	bad |= env_u64("VE_POLL_US", 20, 1, 100000, &v);
@@ -335,6 +337,7 @@ static void runtime_config(const struct ve_shim *S, struct ve_runtime_config *rc
 						     .ahead_max = 256,
 						     .mark_every = S->cfg.mark_every,
 						     .long_tail = S->cfg.mark_long_tail != 0,
+						     .phase = S->cfg.phase != 0,
 						     .poll_ns = S->cfg.poll_us * 1000,
 						     .idle_spin_ns = S->cfg.idle_spin_us * 1000,
 						     .wait_spin_ns = S->cfg.sync_spin_us * 1000,
@@ -562,6 +565,10 @@ static void shim_atexit(void)
 		 "on an idle lane waited for their stream's next op",
 		 (unsigned long long)rs.dispatch.marks, (unsigned long long)rs.dispatch.deferred,
 		 (unsigned long long)rs.dispatch.flushes, (unsigned long long)rs.dispatch.long_tails);
+	if (S->cfg.phase)
+		VE_INFO("exit: VE_PHASE held %llu steps' first op, %.2f ms in all",
+			(unsigned long long)rs.dispatch.phase_holds,
+			(double)rs.dispatch.phase_hold_ns / 1e6);
 	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
 		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
 	VE_DEBUG("exit: the dispatcher slept %llu times with work in flight while a thread waited "

@@ -47,6 +47,7 @@ struct ve_shim_config {
 	uint64_t lend_us;      /* VE_LEND_US: longest kernel run on lent SMs (grant mode) */
 	uint32_t mark_every;   /* VE_MARK_EVERY: a completion marker every N ops */
 	uint32_t mark_long_tail; /* VE_MARK_LONG_TAIL: a long kernel's marker waits for its read-back */
+	uint32_t phase;		 /* VE_PHASE: line up host gaps against another process's kernels */
 	uint64_t sync_spin_us; /* VE_SYNC_SPIN_US: a waiting thread spins this long first */
 	uint64_t poll_us;      /* VE_POLL_US: dispatcher completion poll interval */
 	uint64_t idle_spin_us; /* VE_IDLE_SPIN_US: dispatcher spin before an idle sleep */

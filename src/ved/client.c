@@ -1087,6 +1087,14 @@ static bool l_contended(void *impl, uint32_t client)
 	return atomic_load_explicit(&r->conn->w->contended, memory_order_relaxed) != 0;
 }
 
+static uint32_t l_others(void *impl, uint32_t client)
+{
+	struct ve_remote *r = impl;
+	if (!r->conn)
+		return 0;
+	return atomic_load_explicit(&r->conn->w->others, memory_order_relaxed);
+}
+
 static int l_report(void *impl, uint32_t client, const struct ve_grant_report *rep)
 {
 	struct ve_remote *r = impl;
@@ -1203,6 +1211,7 @@ static const struct ve_link_ops remote_ops = {
     .report = l_report,
     .tick = l_tick,
     .contended = l_contended,
+    .others = l_others,
     .observe = l_observe,
     .idle = l_idle,
 };

@@ -75,6 +75,7 @@ struct vconn {
 	uint32_t rep_seen;     /* rep_seq last applied */
 	uint64_t grant_pub;    /* grant word last published */
 	uint32_t contended_pub;
+	uint32_t others_pub;
 	uint64_t beat, beat_ns; /* the client's heartbeat and when it last moved */
 	uint64_t wait_since;	/* it asked for a grant then (0: it does not wait) */
 	bool stale;
@@ -576,6 +577,7 @@ static void do_hello(struct ved *d, struct vconn *c, const struct ve_ctl_hello *
 	c->grant_pub = VE_VED_GRANT_WORD(0, VE_POOL_NONE, VE_POOL_NONE);
 	c->rep_seen = 0;
 	c->contended_pub = 0;
+	c->others_pub = 0;
 	c->stale = false;
 	c->beat = 0;
 	c->beat_ns = ve__now_ns();
@@ -1582,6 +1584,10 @@ static int grants(struct ved *d, uint64_t now)
 		if (ct != c->contended_pub) {
 			atomic_store_explicit(&c->w->contended, ct, memory_order_relaxed);
 			c->contended_pub = ct;
+		}
+		if (n - 1 != c->others_pub) {
+			atomic_store_explicit(&c->w->others, n - 1, memory_order_relaxed);
+			c->others_pub = n - 1;
 		}
 	}
 	return work;

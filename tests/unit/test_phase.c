@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * VE_PHASE's step-phase logic (dispatch/phase.h) against a model of two
+ * decode servers that share a GPU: they run in lock-step, a step takes
+ * SLOW while their host gaps fall together and FAST while they alternate,
+ * and a hold of half a step by one of them (not both) moves them from one
+ * phase to the other.
+ */
+#include "../harness.h"
+
+#include "dispatch/phase.h"
+
+#define SLOW 775000ull /* ns a step, gaps together */
+#define FAST 757000ull /* gaps apart: the other's kernels fill them (2.3%) */
+
+struct world {
+	bool apart;	     /* the phase the pair is in */
+	uint64_t slow, fast; /* a step in each */
+	uint64_t now;
+	uint64_t holds;
+	uint64_t steps_apart, steps;
+};
+
+/* One step of both clients (b may be NULL: a client alone with a phase
+ * that depends only on its holds). */
+static void world_step(struct world *w, struct ve__phase *a, struct ve__phase *b, bool contended)
+{
+	uint64_t ha = ve__phase_step(a, w->now, contended);
+	uint64_t hb = b ? ve__phase_step(b, w->now, contended) : 0;
+	if ((ha != 0) != (hb != 0))
+		w->apart = !w->apart;
+	w->holds += (ha != 0) + (hb != 0);
+	w->now += (w->apart ? w->fast : w->slow) + (ha > hb ? ha : hb);
+	w->steps++;
+	w->steps_apart += w->apart;
+}
+
+static struct world world(uint64_t slow, uint64_t fast)
+{
+	return (struct world){.slow = slow, .fast = fast, .now = 1000000000ull};
+}
+
+VE_TEST(alone_it_never_holds)
+{
+	struct ve__phase p;
+	ve__phase_init(&p, 7);
+	struct world w = world(SLOW, FAST);
+	for (int i = 0; i < 40 * (int)VE__PHASE_WINDOW; i++)
+		world_step(&w, &p, NULL, false);
+	VE_CHECK_EQ(w.holds, 0u);
+	VE_CHECK_EQ(p.tries, 0u);
+}
+
+/* The pair starts with its gaps together; both clients run the logic with
+ * their own seeds: they find the faster phase and stay in it. */
+VE_TEST(a_pair_finds_the_faster_phase_and_keeps_it)
+{
+	for (uint64_t seed = 1; seed <= 20; seed++) {
+		struct ve__phase a, b;
+		ve__phase_init(&a, seed * 2654435761u);
+		ve__phase_init(&b, seed * 40503u + 99);
+		struct world w = world(SLOW, FAST);
+		for (int i = 0; i < 30 * (int)VE__PHASE_WINDOW; i++)
+			world_step(&w, &a, &b, true);
+		VE_CHECK_MSG(w.apart, "seed %llu: ends with the gaps together", (unsigned long long)seed);
+		VE_CHECK_MSG(w.steps_apart * 2 > w.steps, "seed %llu: apart %llu of %llu steps",
+			     (unsigned long long)seed, (unsigned long long)w.steps_apart,
+			     (unsigned long long)w.steps);
+		VE_CHECK_MSG(w.holds <= 12, "seed %llu: %llu holds", (unsigned long long)seed,
+			     (unsigned long long)w.holds);
+		/* Once found, nobody moves it: no hold in the last 10 windows. */
+		uint64_t h0 = w.holds;
+		for (int i = 0; i < 10 * (int)VE__PHASE_WINDOW; i++)
+			world_step(&w, &a, &b, true);
+		VE_CHECK_EQ(w.holds, h0);
+		VE_CHECK(w.apart);
+	}
+}
+
+/* Where the phase does not matter, tries get rarer: the cost is bounded
+ * (at most one hold of half a step every VE__PHASE_MAX_BACKOFF windows once
+ * backed off). */
+VE_TEST(tries_that_do_not_pay_back_off)
+{
+	struct ve__phase a, b;
+	ve__phase_init(&a, 11);
+	ve__phase_init(&b, 12);
+	struct world w = world(SLOW, SLOW);
+	for (int i = 0; i < 200 * (int)VE__PHASE_WINDOW; i++)
+		world_step(&w, &a, &b, true);
+	VE_CHECK_MSG(w.holds >= 4, "%llu holds: it stopped trying", (unsigned long long)w.holds);
+	VE_CHECK_MSG(w.holds <= 2 * (200 / VE__PHASE_MAX_BACKOFF + 8), "%llu holds in 200 windows",
+		     (unsigned long long)w.holds);
+	VE_CHECK_EQ(a.kept + b.kept, 0u);
+}
+
+/* A try that lands in a slower phase is taken back at once: a pair that
+ * starts in its faster phase spends nearly all its steps there. */
+VE_TEST(a_slower_phase_is_taken_back)
+{
+	struct ve__phase a, b;
+	ve__phase_init(&a, 5);
+	ve__phase_init(&b, 6);
+	struct world w = world(FAST, SLOW); /* gaps together is the fast phase here */
+	for (int i = 0; i < 100 * (int)VE__PHASE_WINDOW; i++)
+		world_step(&w, &a, &b, true);
+	VE_CHECK_MSG(w.steps_apart * 20 < w.steps, "slow phase %llu of %llu steps",
+		     (unsigned long long)w.steps_apart, (unsigned long long)w.steps);
+	VE_CHECK(!w.apart);
+}
+
+/* Kept, then moved by something else (the other process restarted, its
+ * load changed): it looks again and gets back. */
+VE_TEST(a_kept_phase_that_drifts_is_found_again)
+{
+	struct ve__phase a, b;
+	ve__phase_init(&a, 21);
+	ve__phase_init(&b, 22);
+	struct world w = world(SLOW, FAST);
+	for (int i = 0; i < 30 * (int)VE__PHASE_WINDOW; i++)
+		world_step(&w, &a, &b, true);
+	VE_CHECK(w.apart);
+	w.apart = false; /* knocked back */
+	for (int i = 0; i < 30 * (int)VE__PHASE_WINDOW; i++)
+		world_step(&w, &a, &b, true);
+	VE_CHECK(w.apart);
+}
+
+/* Steps longer than VE__PHASE_MAX_STEP are no step loop: never held. */
+VE_TEST(long_steps_are_never_held)
+{
+	struct ve__phase a;
+	ve__phase_init(&a, 3);
+	struct world w = world(VE__PHASE_MAX_STEP + 1, VE__PHASE_MAX_STEP + 1);
+	for (int i = 0; i < 20 * (int)VE__PHASE_WINDOW; i++)
+		world_step(&w, &a, NULL, true);
+	VE_CHECK_EQ(w.holds, 0u);
+}
