@@ -33,16 +33,29 @@ static uint64_t hold(struct ve__phase *p, uint64_t mean)
 {
 	uint64_t h = mean / 2;
 	p->skip = true;
+	p->moved = true;
 	p->holds_ns += h;
 	return h;
 }
 
-/* The end of a window whose mean step is m: what to do next. */
+/* The end of a window whose mean step is m: what to do next. A change
+ * counts only beyond twice what windows move by themselves (a fake driver
+ * or a busy host: 5-10%; a GPU that replays graphs: ~0.1%), or every bit of
+ * noise would read as a try that paid. */
 static uint64_t window_end(struct ve__phase *p, uint64_t m)
 {
+	if (p->prev && !p->moved) {
+		uint64_t d = m > p->prev ? m - p->prev : p->prev - m;
+		uint64_t ppm = d * 1000000u / p->prev;
+		p->noise_ppm = (uint32_t)((3u * (uint64_t)p->noise_ppm + (ppm > 250000u ? 250000u : ppm)) / 4u);
+	}
+	p->prev = m;
+	p->moved = false;
+	uint32_t gain = VE__PHASE_GAIN_PPM > 2 * p->noise_ppm ? VE__PHASE_GAIN_PPM : 2 * p->noise_ppm;
+	uint32_t worse = VE__PHASE_WORSE_PPM > 2 * p->noise_ppm ? VE__PHASE_WORSE_PPM : 2 * p->noise_ppm;
 	switch (p->state) {
 	case VE__PHASE_TRY:
-		if (shorter(m, p->base, VE__PHASE_GAIN_PPM)) {
+		if (shorter(m, p->base, gain)) {
 			p->state = VE__PHASE_KEEP;
 			p->best = m;
 			p->fails = 0;
@@ -50,7 +63,7 @@ static uint64_t window_end(struct ve__phase *p, uint64_t m)
 			p->kept++;
 			return 0;
 		}
-		if (longer(m, p->base, VE__PHASE_WORSE_PPM)) {
+		if (longer(m, p->base, worse)) {
 			/* Slower: the phase it left was the better one. Back
 			 * to it (half a step more is where it was) and keep it. */
 			p->state = VE__PHASE_KEEP;
@@ -72,7 +85,7 @@ static uint64_t window_end(struct ve__phase *p, uint64_t m)
 	case VE__PHASE_KEEP:
 		if (m < p->best)
 			p->best = m;
-		if (longer(m, p->best, VE__PHASE_WORSE_PPM)) {
+		if (longer(m, p->best, worse)) {
 			/* Drifted (or something moved it): look for a better
 			 * phase again soon. */
 			p->state = VE__PHASE_MEASURE;
@@ -83,14 +96,14 @@ static uint64_t window_end(struct ve__phase *p, uint64_t m)
 	default: {
 		/* Steps got shorter without a try of ours (the other client's
 		 * try paid, or it took back one that did not): keep that. */
-		if (shorter(m, p->base, VE__PHASE_GAIN_PPM)) {
+		if (shorter(m, p->base, gain)) {
 			p->state = VE__PHASE_KEEP;
 			p->best = m;
 			return 0;
 		}
 		/* Longer: the other client moved it and will take it back if
 		 * it is worse; a try of ours now would meet its. */
-		bool moved = longer(m, p->base, VE__PHASE_WORSE_PPM);
+		bool moved = longer(m, p->base, worse);
 		p->base = m;
 		if (moved)
 			return 0;
@@ -121,10 +134,12 @@ uint64_t ve__phase_step(struct ve__phase *p, uint64_t now, bool contended)
 		 * start over; a try under way says nothing any more. */
 		p->sum = p->n = 0;
 		p->skip = false;
+		p->prev = 0; /* the next window follows a gap: no noise sample */
 		if (p->state == VE__PHASE_TRY || !contended)
 			p->state = VE__PHASE_MEASURE;
 		if (!contended) {
 			p->base = p->best = 0;
+			p->noise_ppm = 0;
 			p->wait = p->backoff = 1;
 			p->fails = 0;
 		}

@@ -38,6 +38,9 @@ struct ve__phase {
 	uint64_t sum, n;       /* this window's step times */
 	uint64_t base;	       /* the mean step before the try (ns) */
 	uint64_t best;	       /* KEEP: the mean step the try reached */
+	uint64_t prev;	       /* the previous window's mean step (0: none) */
+	uint32_t noise_ppm;    /* how much a window's mean moves on its own (EWMA) */
+	bool moved;	       /* a hold of ours lies between the last window and the next */
 	uint64_t rng;	       /* decides which windows try (two clients must not try together) */
 	uint32_t backoff;      /* windows to wait before the next try */
 	uint32_t wait;	       /* windows left to wait */

@@ -15,6 +15,9 @@
 
 struct world {
 	bool apart;	     /* the phase the pair is in */
+	uint32_t noise;	     /* each window's steps scaled by up to +-noise/1000 */
+	uint64_t scale_ppm;  /* this window's scale (1e6: none) */
+	uint64_t rng;
 	uint64_t slow, fast; /* a step in each */
 	uint64_t now;
 	uint64_t holds;
@@ -30,14 +33,21 @@ static void world_step(struct world *w, struct ve__phase *a, struct ve__phase *b
 	if ((ha != 0) != (hb != 0))
 		w->apart = !w->apart;
 	w->holds += (ha != 0) + (hb != 0);
-	w->now += (w->apart ? w->fast : w->slow) + (ha > hb ? ha : hb);
+	if (w->noise && w->steps % 100 == 0) { /* windows that drift by themselves */
+		w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
+		w->scale_ppm = 1000000u - w->noise * 1000u + (w->rng >> 33) % (2u * w->noise * 1000u + 1u);
+	}
+	uint64_t step = w->apart ? w->fast : w->slow;
+	if (w->noise)
+		step = step * w->scale_ppm / 1000000u;
+	w->now += step + (ha > hb ? ha : hb);
 	w->steps++;
 	w->steps_apart += w->apart;
 }
 
 static struct world world(uint64_t slow, uint64_t fast)
 {
-	return (struct world){.slow = slow, .fast = fast, .now = 1000000000ull};
+	return (struct world){.slow = slow, .fast = fast, .now = 1000000000ull, .scale_ppm = 1000000u};
 }
 
 VE_TEST(alone_it_never_holds)
@@ -124,6 +134,26 @@ VE_TEST(a_kept_phase_that_drifts_is_found_again)
 	for (int i = 0; i < 30 * (int)VE__PHASE_WINDOW; i++)
 		world_step(&w, &a, &b, true);
 	VE_CHECK(w.apart);
+}
+
+/* Windows that move by several percent on their own (a busy host, the fake
+ * driver): no such move reads as a try that paid or as another client's
+ * try, so tries still happen, and back off as where nothing pays. */
+VE_TEST(noisy_windows_still_try_and_back_off)
+{
+	struct ve__phase a, b;
+	ve__phase_init(&a, 31);
+	ve__phase_init(&b, 32);
+	struct world w = world(SLOW, SLOW);
+	w.noise = 50; /* +-5% */
+	w.rng = 77;
+	for (int i = 0; i < 100 * (int)VE__PHASE_WINDOW; i++)
+		world_step(&w, &a, &b, true);
+	printf("# +-5%% windows: %llu holds in 100 windows, noise %u / %u ppm\n",
+	       (unsigned long long)w.holds, a.noise_ppm, b.noise_ppm);
+	VE_CHECK_MSG(w.holds >= 3, "%llu holds: noise read as gains", (unsigned long long)w.holds);
+	VE_CHECK(w.holds <= 2 * (100 / VE__PHASE_MAX_BACKOFF + 8));
+	VE_CHECK(a.noise_ppm > 10000 && b.noise_ppm > 10000);
 }
 
 /* Steps longer than VE__PHASE_MAX_STEP are no step loop: never held. */
