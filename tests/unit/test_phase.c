@@ -45,6 +45,21 @@ static void world_step(struct world *w, struct ve__phase *a, struct ve__phase *b
 	w->steps_apart += w->apart;
 }
 
+/* Two clients' logic, seeded apart (as two processes are). */
+static void pair_init(struct ve__phase *a, struct ve__phase *b, uint64_t seed)
+{
+	ve__phase_init(a, seed);
+	ve__phase_init(b, seed + 1);
+}
+
+/* n windows of steps of both clients (b NULL: a alone), contended or not. */
+static void run_windows(struct world *w, struct ve__phase *a, struct ve__phase *b, int n,
+			bool contended)
+{
+	for (int i = 0; i < n * (int)VE__PHASE_WINDOW; i++)
+		world_step(w, a, b, contended);
+}
+
 static struct world world(uint64_t slow, uint64_t fast)
 {
 	return (struct world){.slow = slow, .fast = fast, .now = 1000000000ull, .scale_ppm = 1000000u};
@@ -55,8 +70,7 @@ VE_TEST(alone_it_never_holds)
 	struct ve__phase p;
 	ve__phase_init(&p, 7);
 	struct world w = world(SLOW, FAST);
-	for (int i = 0; i < 40 * (int)VE__PHASE_WINDOW; i++)
-		world_step(&w, &p, NULL, false);
+	run_windows(&w, &p, NULL, 40, false);
 	VE_CHECK_EQ(w.holds, 0u);
 	VE_CHECK_EQ(p.tries, 0u);
 }
@@ -70,8 +84,7 @@ VE_TEST(a_pair_finds_the_faster_phase_and_keeps_it)
 		ve__phase_init(&a, seed * 2654435761u);
 		ve__phase_init(&b, seed * 40503u + 99);
 		struct world w = world(SLOW, FAST);
-		for (int i = 0; i < 30 * (int)VE__PHASE_WINDOW; i++)
-			world_step(&w, &a, &b, true);
+		run_windows(&w, &a, &b, 30, true);
 		VE_CHECK_MSG(w.apart, "seed %llu: ends with the gaps together", (unsigned long long)seed);
 		VE_CHECK_MSG(w.steps_apart * 2 > w.steps, "seed %llu: apart %llu of %llu steps",
 			     (unsigned long long)seed, (unsigned long long)w.steps_apart,
@@ -80,8 +93,7 @@ VE_TEST(a_pair_finds_the_faster_phase_and_keeps_it)
 			     (unsigned long long)w.holds);
 		/* Once found, nobody moves it: no hold in the last 10 windows. */
 		uint64_t h0 = w.holds;
-		for (int i = 0; i < 10 * (int)VE__PHASE_WINDOW; i++)
-			world_step(&w, &a, &b, true);
+		run_windows(&w, &a, &b, 10, true);
 		VE_CHECK_EQ(w.holds, h0);
 		VE_CHECK(w.apart);
 	}
@@ -93,11 +105,9 @@ VE_TEST(a_pair_finds_the_faster_phase_and_keeps_it)
 VE_TEST(tries_that_do_not_pay_back_off)
 {
 	struct ve__phase a, b;
-	ve__phase_init(&a, 11);
-	ve__phase_init(&b, 12);
+	pair_init(&a, &b, 11);
 	struct world w = world(SLOW, SLOW);
-	for (int i = 0; i < 200 * (int)VE__PHASE_WINDOW; i++)
-		world_step(&w, &a, &b, true);
+	run_windows(&w, &a, &b, 200, true);
 	VE_CHECK_MSG(w.holds >= 4, "%llu holds: it stopped trying", (unsigned long long)w.holds);
 	VE_CHECK_MSG(w.holds <= 2 * (200 / VE__PHASE_MAX_BACKOFF + 8), "%llu holds in 200 windows",
 		     (unsigned long long)w.holds);
@@ -109,11 +119,9 @@ VE_TEST(tries_that_do_not_pay_back_off)
 VE_TEST(a_slower_phase_is_taken_back)
 {
 	struct ve__phase a, b;
-	ve__phase_init(&a, 5);
-	ve__phase_init(&b, 6);
+	pair_init(&a, &b, 5);
 	struct world w = world(FAST, SLOW); /* gaps together is the fast phase here */
-	for (int i = 0; i < 100 * (int)VE__PHASE_WINDOW; i++)
-		world_step(&w, &a, &b, true);
+	run_windows(&w, &a, &b, 100, true);
 	VE_CHECK_MSG(w.steps_apart * 20 < w.steps, "slow phase %llu of %llu steps",
 		     (unsigned long long)w.steps_apart, (unsigned long long)w.steps);
 	VE_CHECK(!w.apart);
@@ -124,15 +132,12 @@ VE_TEST(a_slower_phase_is_taken_back)
 VE_TEST(a_kept_phase_that_drifts_is_found_again)
 {
 	struct ve__phase a, b;
-	ve__phase_init(&a, 21);
-	ve__phase_init(&b, 22);
+	pair_init(&a, &b, 21);
 	struct world w = world(SLOW, FAST);
-	for (int i = 0; i < 30 * (int)VE__PHASE_WINDOW; i++)
-		world_step(&w, &a, &b, true);
+	run_windows(&w, &a, &b, 30, true);
 	VE_CHECK(w.apart);
 	w.apart = false; /* knocked back */
-	for (int i = 0; i < 30 * (int)VE__PHASE_WINDOW; i++)
-		world_step(&w, &a, &b, true);
+	run_windows(&w, &a, &b, 30, true);
 	VE_CHECK(w.apart);
 }
 
@@ -142,13 +147,11 @@ VE_TEST(a_kept_phase_that_drifts_is_found_again)
 VE_TEST(noisy_windows_still_try_and_back_off)
 {
 	struct ve__phase a, b;
-	ve__phase_init(&a, 31);
-	ve__phase_init(&b, 32);
+	pair_init(&a, &b, 31);
 	struct world w = world(SLOW, SLOW);
 	w.noise = 50; /* +-5% */
 	w.rng = 77;
-	for (int i = 0; i < 100 * (int)VE__PHASE_WINDOW; i++)
-		world_step(&w, &a, &b, true);
+	run_windows(&w, &a, &b, 100, true);
 	printf("# +-5%% windows: %llu holds in 100 windows, noise %u / %u ppm\n",
 	       (unsigned long long)w.holds, a.noise_ppm, b.noise_ppm);
 	VE_CHECK_MSG(w.holds >= 3, "%llu holds: noise read as gains", (unsigned long long)w.holds);
@@ -162,7 +165,6 @@ VE_TEST(long_steps_are_never_held)
 	struct ve__phase a;
 	ve__phase_init(&a, 3);
 	struct world w = world(VE__PHASE_MAX_STEP + 1, VE__PHASE_MAX_STEP + 1);
-	for (int i = 0; i < 20 * (int)VE__PHASE_WINDOW; i++)
-		world_step(&w, &a, NULL, true);
+	run_windows(&w, &a, NULL, 20, true);
 	VE_CHECK_EQ(w.holds, 0u);
 }
