@@ -1826,4 +1826,8 @@ void ve_dispatcher_stats(struct ve_dispatcher *d, struct ve_dispatcher_stats *st
 {
 	*st = d->st;
 	st->inflight = d->ninflight;
+	for (uint32_t c = 0; c < VE_COORD_MAX_CLIENTS; c++) {
+		st->phase_tries += d->gc[c].phase.tries;
+		st->phase_kept += d->gc[c].phase.kept;
+	}
 }

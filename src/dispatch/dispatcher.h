@@ -137,6 +137,7 @@ struct ve_dispatcher_stats {
 	uint64_t deferred, marks, flushes; /* completion markers saved, written, forced */
 	uint64_t long_tails; /* long kernels whose marker waited for their stream's next op */
 	uint64_t phase_holds, phase_hold_ns; /* VE_PHASE: steps held, and for how long */
+	uint64_t phase_tries, phase_kept;    /* ... tries of a new phase, and those kept */
 	uint64_t watchdog_binds;	   /* ops the bind deadline sent to the root entry */
 	uint64_t stuck_lanes;		   /* lanes found without progress for the deadline */
 	uint64_t late_ops; /* latency ops that finished after their deadline (advice, VE_TPOT_MS) */

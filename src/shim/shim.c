@@ -566,9 +566,12 @@ static void shim_atexit(void)
 		 (unsigned long long)rs.dispatch.marks, (unsigned long long)rs.dispatch.deferred,
 		 (unsigned long long)rs.dispatch.flushes, (unsigned long long)rs.dispatch.long_tails);
 	if (S->cfg.phase)
-		VE_INFO("exit: VE_PHASE held %llu steps' first op, %.2f ms in all",
+		VE_INFO("exit: VE_PHASE held %llu steps' first op, %.2f ms in all; %llu tries of "
+			"a new phase, %llu kept",
 			(unsigned long long)rs.dispatch.phase_holds,
-			(double)rs.dispatch.phase_hold_ns / 1e6);
+			(double)rs.dispatch.phase_hold_ns / 1e6,
+			(unsigned long long)rs.dispatch.phase_tries,
+			(unsigned long long)rs.dispatch.phase_kept);
 	VE_DEBUG("exit: the dispatcher slept %llu times with nothing in flight (VE_IDLE_SPIN_US=%llu)",
 		 (unsigned long long)rs.dispatch.idle_sleeps, (unsigned long long)S->cfg.idle_spin_us);
 	VE_DEBUG("exit: the dispatcher slept %llu times with work in flight while a thread waited "
