@@ -10,10 +10,12 @@
  * needed): it times its own steps (from one op after an idle gap to the
  * next) over windows; while another process shares the GPU it now and then
  * holds one step's first op for half a step, which moves its phase against
- * the other's by half a step, and keeps the new phase when the next window's
- * steps are shorter, else takes it back as a failed try and tries again
- * later, less often each time. Holding an op changes when it runs, never
- * what it computes. Pure logic on the caller's clock: unit-tested apart.
+ * the other's by half a step. The next window says what that did: steps
+ * shorter, the new phase is kept; longer, it is taken back at once (another
+ * half step) and the old one kept; no change beyond the windows' own noise,
+ * the next try waits longer each time. Holding an op changes when it runs,
+ * never what it computes. Off by default until measured on a GPU. Pure
+ * logic on the caller's clock: unit-tested apart (tests/unit/test_phase.c).
  */
 #ifndef VE_DISPATCH_PHASE_H
 #define VE_DISPATCH_PHASE_H
