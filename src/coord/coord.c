@@ -991,12 +991,7 @@ void ve_coord_client_drained(struct ve_coord *c, uint32_t client)
 
 bool ve_coord_contended(const struct ve_coord *c, uint32_t client)
 {
-	if (ve_coord_share_settled(c, client))
-		return false;
-	for (uint32_t k = 0; k < c->rq.nclients; k++)
-		if (k != client && c->cl[k].active)
-			return true;
-	return false;
+	return !ve_coord_share_settled(c, client) && ve_coord_others(c, client) > 0;
 }
 
 uint32_t ve_coord_others(const struct ve_coord *c, uint32_t client)

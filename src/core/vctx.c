@@ -1241,7 +1241,6 @@ static void record_wait_locked(struct ve_vctx *v, uint32_t sidx, ve_event eh, ui
 	record_locked(v, sidx, &d, NULL, &gtok, 1, false, NULL, woke);
 }
 
-/* Tails of every stream but 'skip' with work pending, into out (max entries). */
 /* Room for every stream's tail, called under the lock: the caller's stack
  * buffer while the streams ever created fit it (a context sync allocates
  * nothing then), else one from the heap that holds max_streams. Called again
@@ -1255,8 +1254,9 @@ static ve_tok *tails_room(struct ve_vctx *v, ve_tok *cur, ve_tok *small)
 	return malloc(v->cfg.max_streams * sizeof(*small));
 }
 
-/* Slots are taken lowest first (the free list starts in order), so a
- * process with a few streams scans a few slots, not max_streams. */
+/* Tails of every stream but 'skip' with work pending, into out (max
+ * entries). Slots are taken lowest first (the free list starts in order), so
+ * a process with a few streams scans a few slots, not max_streams. */
 static uint32_t live_tails(struct ve_vctx *v, uint32_t skip, ve_tok *out, uint32_t max)
 {
 	uint32_t n = 0;
@@ -1745,8 +1745,9 @@ int ve_vctx_stream_sync(struct ve_vctx *v, ve_stream h)
 		 * extend the wait (the dirty set changes while we sleep). */
 		uint32_t n = 0;
 		ve_tok small[TAILS_ON_STACK];
-		ve_tok *snap = v->ndirty < TAILS_ON_STACK ? small
-							  : malloc((v->ndirty + 1) * sizeof(*snap));
+		/* The legacy stream's tail and one per dirty (blocking, so
+		 * never slot 0) stream: at most stream_top, what it holds. */
+		ve_tok *snap = tails_room(v, small, small);
 		if (!snap) {
 			rc = -ENOMEM;
 		} else {

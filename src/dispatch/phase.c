@@ -58,7 +58,6 @@ static uint64_t window_end(struct ve__phase *p, uint64_t m)
 		if (shorter(m, p->base, gain)) {
 			p->state = VE__PHASE_KEEP;
 			p->best = m;
-			p->fails = 0;
 			p->backoff = 1;
 			p->kept++;
 			return 0;
@@ -68,14 +67,12 @@ static uint64_t window_end(struct ve__phase *p, uint64_t m)
 			 * to it (half a step more is where it was) and keep it. */
 			p->state = VE__PHASE_KEEP;
 			p->best = p->base;
-			p->fails = 0;
 			p->backoff = 1;
 			return hold(p, m);
 		}
 		/* No difference worth having: wait longer each time before the
 		 * next try, by a random part too (two clients whose tries
 		 * met would otherwise meet again). */
-		p->fails++;
 		p->backoff = p->backoff * 2 > VE__PHASE_MAX_BACKOFF ? VE__PHASE_MAX_BACKOFF
 								     : p->backoff * 2;
 		p->wait = 1 + rnd(p) % (2 * p->backoff);
@@ -141,7 +138,6 @@ uint64_t ve__phase_step(struct ve__phase *p, uint64_t now, bool contended)
 			p->base = p->best = 0;
 			p->noise_ppm = 0;
 			p->wait = p->backoff = 1;
-			p->fails = 0;
 		}
 		return 0;
 	}

@@ -46,7 +46,6 @@ struct ve__phase {
 	uint64_t rng;	       /* decides which windows try (two clients must not try together) */
 	uint32_t backoff;      /* windows to wait before the next try */
 	uint32_t wait;	       /* windows left to wait */
-	uint32_t fails;	       /* tries in a row that did not pay */
 	uint8_t state;	       /* enum ve__phase_state */
 	bool skip;	       /* the next step time holds a hold: not counted */
 	/* Counters, for the exit line. */
