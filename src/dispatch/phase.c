@@ -126,19 +126,30 @@ uint64_t ve__phase_step(struct ve__phase *p, uint64_t now, bool contended)
 {
 	uint64_t last = p->last_start;
 	p->last_start = now;
-	if (!contended || !last || now - last > VE__PHASE_MAX_STEP) {
-		/* Alone (no phase to find), the first step, or no step loop:
-		 * start over; a try under way says nothing any more. */
+	if (!contended) {
+		/* Alone: no phase to find; start over when another comes. */
 		p->sum = p->n = 0;
 		p->skip = false;
-		p->prev = 0; /* the next window follows a gap: no noise sample */
-		if (p->state == VE__PHASE_TRY || !contended)
+		p->prev = 0;
+		p->state = VE__PHASE_MEASURE;
+		p->base = p->best = 0;
+		p->noise_ppm = 0;
+		p->wait = p->backoff = 1;
+		return 0;
+	}
+	if (!last)
+		return 0;
+	if (now - last > VE__PHASE_MAX_STEP) {
+		/* No step of a loop: the host paused (its thread preempted, a
+		 * gap between requests) or there is no loop. The sample is
+		 * dropped and the window goes on, or a busy host that pauses
+		 * once every few hundred steps would never end one. After a
+		 * pause the phase is anybody's: a try under way says nothing,
+		 * and this window is no noise sample. */
+		p->skip = false;
+		p->moved = true;
+		if (p->state == VE__PHASE_TRY)
 			p->state = VE__PHASE_MEASURE;
-		if (!contended) {
-			p->base = p->best = 0;
-			p->noise_ppm = 0;
-			p->wait = p->backoff = 1;
-		}
 		return 0;
 	}
 	if (p->skip) { /* this step held the hold */

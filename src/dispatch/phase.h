@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define VE__PHASE_WINDOW 256u	   /* steps a window */
-#define VE__PHASE_MAX_STEP 20000000ull /* a longer step is no step loop: the window restarts */
+#define VE__PHASE_MAX_STEP 20000000ull /* a longer step is a pause, not a step: not counted */
 #define VE__PHASE_GAIN_PPM 3000u   /* a try succeeds when steps get this much shorter */
 #define VE__PHASE_WORSE_PPM 8000u  /* a kept phase this much slower than its best: try again */
 #define VE__PHASE_MAX_BACKOFF 16u  /* windows between failed tries, at most */
@@ -42,7 +42,7 @@ struct ve__phase {
 	uint64_t best;	       /* KEEP: the mean step the try reached */
 	uint64_t prev;	       /* the previous window's mean step (0: none) */
 	uint32_t noise_ppm;    /* how much a window's mean moves on its own (EWMA) */
-	bool moved;	       /* a hold of ours lies between the last window and the next */
+	bool moved;	       /* a hold of ours or a pause lies in this window: no noise sample */
 	uint64_t rng;	       /* decides which windows try (two clients must not try together) */
 	uint32_t backoff;      /* windows to wait before the next try */
 	uint32_t wait;	       /* windows left to wait */
