@@ -16,6 +16,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,13 +88,24 @@ uint64_t ve__thread_key(void)
 }
 
 /* A thread that used its per-thread default stream releases it when it exits
- * (a thread-per-request server would otherwise use up the streams). */
+ * (a thread-per-request server would otherwise use up the streams). Not at
+ * the first pass of the thread-local destructors: one of a key made after
+ * ours (a library's, made after the thread's first launch) runs after ours
+ * in that pass and may still launch on the stream; released by then, the
+ * stream would be a new one, that launch unordered with the thread's earlier
+ * work. So ours puts itself back until the C library's last pass but one
+ * (not the last: sanitizers tear the thread's state down in that one, and a
+ * call of ours after theirs would crash). */
 static pthread_key_t ptds_exit_key;
 static pthread_once_t ptds_exit_once = PTHREAD_ONCE_INIT;
 static bool ptds_exit_ok;
+static _Thread_local unsigned ptds_exit_passes;
 
 static void ptds_thread_exit(void *arg)
 {
+	if (++ptds_exit_passes < PTHREAD_DESTRUCTOR_ITERATIONS - 1 &&
+	    pthread_setspecific(ptds_exit_key, arg) == 0)
+		return;
 	if (ve__shim_is_active())
 		ve_vctx_stream_per_thread_release(ve__shim.v, (uint64_t)(uintptr_t)arg);
 }

@@ -1240,6 +1240,54 @@ static void t_thread_churn(void)
 	CK(cuMemFree(p));
 }
 
+/* A library's thread-local destructor that launches on the exiting thread's
+ * per-thread default stream in the C library's second pass of destructors
+ * (it put itself back in the first, as a destructor whose key sorts after
+ * the shim's would run after the shim's in the first: the same case,
+ * whatever order the keys got). The launch still follows the thread's
+ * earlier work there: 5 (a slow set, not waited for) then *2+1 = 11; a
+ * stream released in the first pass would have made it a new one, and 1
+ * then 5. Under the shim only: what the driver does with its own
+ * per-thread stream while a thread exits is not documented (the fake's
+ * goes at the first pass). */
+static pthread_key_t late_key;
+static CUdeviceptr late_p;
+
+static void late_launch(void *arg)
+{
+	if (arg == (void *)1) {
+		CHECK(pthread_setspecific(late_key, (void *)2) == 0);
+		return;
+	}
+	muladd(CU_STREAM_PER_THREAD, late_p, 1, 2, 1);
+}
+
+static void *ptds_exit_main(void *arg)
+{
+	(void)arg;
+	CK(cuCtxSetCurrent(pctx));
+	slow_set(CU_STREAM_PER_THREAD, late_p, 5, 30);
+	CHECK(pthread_key_create(&late_key, late_launch) == 0);
+	CHECK(pthread_setspecific(late_key, (void *)1) == 0);
+	return NULL;
+}
+
+static void t_ptds_exit_order(void)
+{
+	if (!expect_green())
+		return;
+	late_p = dalloc(4);
+	CK(cuMemsetD32(late_p, 0, 1));
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, ptds_exit_main, NULL) == 0);
+	pthread_join(th, NULL);
+	CK(cuCtxSynchronize());
+	CHECKF(read_u32(late_p) == 11, "%u: the destructor's launch did not follow the thread's work",
+	       read_u32(late_p));
+	pthread_key_delete(late_key);
+	CK(cuMemFree(late_p));
+}
+
 /* Work that becomes ready while a long kernel runs on another stream is
  * submitted promptly: a 300 ms kernel on one stream, the host away 50 ms
  * (the dispatcher past its spin, in its poll-interval sleeps), then a short
@@ -1276,6 +1324,7 @@ static const struct prog_test tests[] = {
     {"progress", t_progress},	  {"events_rerecord_timed", t_events_rerecord_timed},
     {"ipc_event", t_ipc_event},	  {"elapsed_abis", t_elapsed_abis},
     {"ctx_events", t_ctx_events},   {"prompt_while_busy", t_prompt_while_busy},
+    {"ptds_exit_order", t_ptds_exit_order},
     {"scale_objects", t_many_objects}, {"scale_threads", t_thread_churn},
 };
 

@@ -22,7 +22,7 @@
 static const char *const streams_shim_tests[] = {
     "chains",  "legacy", "per_thread",	    "events", "events_rerecord_timed",
     "hostfn",  "memops", "threads", "destroy_pending", "ipc_event", "elapsed_abis",
-    "ctx_events", NULL};
+    "ctx_events", "ptds_exit_order", NULL};
 static const char *const launch_shim_tests[] = {
     "params",	   "launch_ex", "launch_errors", "config_errors", "block_errors",
     "graphs", "passthrough", "foreign",	     "capture_busy",  "function_limits",
