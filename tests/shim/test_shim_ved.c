@@ -599,7 +599,14 @@ VE_TEST(shim_ved_turns_host_phases_first)
 	VE_CHECK_MSG(tp.a_turn * 10 >= tp.polls && tp.b_gap * 10 >= tp.polls,
 		     "turns: %d of %d polls the host-phase job's, %d the dense job's", tp.a_turn,
 		     tp.polls, tp.b_gap);
-	VE_CHECK_MSG(tp.both * 10 <= tp.polls, "both granted in %d of %d polls", tp.both,
+	/* Both granted: at hand-overs, and where a step's host phase looks
+	 * like work (the turn holder keeps its grant that long after its last
+	 * op). Plain and address builds: 2-4% of the polls. ThreadSanitizer
+	 * slows the clients' host code 5-15x, which stretches exactly those
+	 * phases: 2-15% in unloaded runs on 2 cores, so the bound there is a
+	 * quarter (the turns above still hold). */
+	int most = sh_under_tsan() ? 4 : 10;
+	VE_CHECK_MSG(tp.both * most <= tp.polls, "both granted in %d of %d polls", tp.both,
 		     tp.polls);
 }
 
