@@ -1470,6 +1470,16 @@ static void shutdown_clients(struct ved *d)
  * and publishes every grant that changed. A client whose heartbeat stopped
  * for stale_ms (a stopped process) has its grant taken back; it gets one
  * again once it answers. Returns the changes seen. */
+/* A word the client reads, stored only when it changed ('pub': what was
+ * stored last), so an unchanged word costs its cache line nothing. */
+static void publish_u32(_Atomic uint32_t *word, uint32_t *pub, uint32_t v)
+{
+	if (v == *pub)
+		return;
+	atomic_store_explicit(word, v, memory_order_relaxed);
+	*pub = v;
+}
+
 static int grants(struct ved *d, uint64_t now)
 {
 	struct ve_coord *co = ve_serve_coord(d->srv);
@@ -1581,14 +1591,8 @@ static int grants(struct ved *d, uint64_t now)
 		 * while this client settled into sharing one entry with them
 		 * (ve_coord_share_settled): nothing is taken back there. */
 		uint32_t ct = n > 1 && !ve_coord_share_settled(co, id);
-		if (ct != c->contended_pub) {
-			atomic_store_explicit(&c->w->contended, ct, memory_order_relaxed);
-			c->contended_pub = ct;
-		}
-		if (n - 1 != c->others_pub) {
-			atomic_store_explicit(&c->w->others, n - 1, memory_order_relaxed);
-			c->others_pub = n - 1;
-		}
+		publish_u32(&c->w->contended, &c->contended_pub, ct);
+		publish_u32(&c->w->others, &c->others_pub, n - 1);
 	}
 	return work;
 }
